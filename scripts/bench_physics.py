@@ -1,0 +1,91 @@
+"""Physics-only throughput of the G1 scene: decimation x MJWarp substeps, nothing else.
+
+Writes one JSON with machine info and, per number of worlds, the median / p10 / p90 wall time of
+one env step (``--substeps`` physics steps) and env-steps/s. On CUDA the step is captured as one
+CUDA graph and timed with CUDA events; on CPU substeps replay from a Warp CPU graph and are timed
+with perf_counter.
+
+Usage:
+  python scripts/bench_physics.py --device cpu --num-envs 16 64 256 --out docs/benchmarks/physics_cpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from unilab_gpu.profiling.machine_info import machine_info
+from unilab_gpu.sim.capture import CudaGraph, capture_unsupported_reason
+from unilab_gpu.sim.simulator import Simulator
+
+
+def time_steps(sim: Simulator, substeps: int, steps: int) -> np.ndarray:
+    """Milliseconds per env step, one entry per step."""
+    if sim.torch_device.type == "cuda" and capture_unsupported_reason(sim.torch_device) is None:
+        graph = CudaGraph(lambda: sim.step(substeps), sim.torch_device, warmup=2)
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+        events[0].record()
+        for i in range(steps):
+            graph.replay()
+            events[i + 1].record()
+        torch.cuda.synchronize()
+        return np.array([events[i].elapsed_time(events[i + 1]) for i in range(steps)])
+    sim.step(substeps)  # first call records the CPU graph / compiles kernels
+    out = np.empty(steps)
+    for i in range(steps):
+        start = time.perf_counter()
+        sim.step(substeps)
+        if sim.torch_device.type == "cuda":
+            torch.cuda.synchronize()
+        out[i] = (time.perf_counter() - start) * 1e3
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[16, 64, 256])
+    parser.add_argument("--substeps", type=int, default=4, help="physics steps per env step (decimation)")
+    parser.add_argument("--steps", type=int, default=30, help="timed env steps per size")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+
+    results = []
+    for num_envs in args.num_envs:
+        sim = Simulator.from_file("g1", num_envs, args.device, keyframe="stand")
+        ms = time_steps(sim, args.substeps, args.steps)
+        sim.check()
+        median = float(np.median(ms))
+        row = {
+            "num_envs": num_envs,
+            "step_ms": {"median": median, "p10": float(np.percentile(ms, 10)), "p90": float(np.percentile(ms, 90))},
+            "env_steps_per_s": num_envs / (median / 1e3),
+            "substeps_per_s": num_envs * args.substeps / (median / 1e3),
+        }
+        print(f"{num_envs:6d} worlds: {median:9.3f} ms/step  {row['env_steps_per_s']:12.0f} env-steps/s", flush=True)
+        results.append(row)
+
+    report = {
+        "benchmark": "physics_only",
+        "model": "assets/robots/g1/scene.xml (stand keyframe)",
+        "substeps": args.substeps,
+        "timestep_s": 0.005,
+        "steps": args.steps,
+        "capture": args.device != "cpu" and capture_unsupported_reason(args.device) is None,
+        "machine": machine_info(args.device),
+        "results": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    tmp.replace(args.out)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One command for a machine with a CUDA GPU: the GPU tests and a short benchmark, results to $OUT.
+#
+#   OUT=/some/dir bash scripts/gpu_check.sh        # default OUT: ./gpu_check_out
+#
+# Installs nothing from the network. Python packages that the machine lacks (mujoco, mujoco-warp,
+# warp-lang, hydra-core) can travel as wheels in ./.whl/ and are installed from there offline.
+# Takes well under 8 minutes on one H200 (most of it MJWarp's first CUDA kernel compile).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/gpu_check_out}"
+mkdir -p "$OUT"
+PY="${PYTHON:-python3}"
+status=0
+
+if [ -d .whl ]; then
+  "$PY" -m pip install --quiet --no-index --find-links .whl mujoco mujoco-warp warp-lang hydra-core \
+    2>&1 | tail -n 3
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+
+"$PY" - <<'PY' | tee "$OUT/environment.txt"
+import torch, warp as wp, mujoco, mujoco_warp
+print("torch", torch.__version__, "cuda", torch.version.cuda, "device", torch.cuda.get_device_name(0))
+print("warp", wp.__version__, "driver", wp.get_cuda_driver_version(), "mujoco", mujoco.__version__,
+      "mujoco_warp", mujoco_warp.__version__)
+PY
+
+# 1. Tests marked gpu (capture equals eager, no host sync during replay, ...).
+"$PY" -m pytest -m gpu -q -rs --junitxml="$OUT/gpu_tests.xml" 2>&1 | tee "$OUT/gpu_tests.log" || status=1
+
+# 2. Physics-only throughput, captured as one CUDA graph.
+"$PY" scripts/bench_physics.py --device cuda --num-envs 1024 4096 8192 --steps 200 \
+  --out "$OUT/physics_gpu.json" 2>&1 | tail -n 5 || status=1
+
+echo "gpu_check: results in $OUT (exit $status)"
+exit $status

@@ -1,0 +1,26 @@
+"""The physics benchmark script writes a consistent JSON report."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_physics.py"
+
+
+def test_report_schema_and_arithmetic(tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "physics.json"
+    argv = [str(SCRIPT), "--device", "cpu", "--num-envs", "1", "2", "--steps", "3", "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    runpy.run_path(str(SCRIPT), run_name="__main__")
+    report = json.loads(out.read_text())
+    assert report["benchmark"] == "physics_only" and report["capture"] is False
+    assert [r["num_envs"] for r in report["results"]] == [1, 2]
+    for row in report["results"]:
+        ms = row["step_ms"]
+        assert ms["p10"] <= ms["median"] <= ms["p90"]
+        assert abs(row["env_steps_per_s"] - row["num_envs"] / (ms["median"] / 1e3)) < 1e-6 * row["env_steps_per_s"]
+        assert abs(row["substeps_per_s"] - 4 * row["env_steps_per_s"]) < 1e-6 * row["substeps_per_s"]
+    assert report["machine"]["device"] == "cpu"

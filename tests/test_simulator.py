@@ -1,0 +1,202 @@
+"""Simulator tests against MuJoCo C (an independent reference implementation)."""
+
+from __future__ import annotations
+
+import mujoco
+import mujoco_warp as mjw
+import numpy as np
+import pytest
+import torch
+
+from unilab_gpu.sim.simulator import SimulationOverflowError, Simulator
+
+NUM_ENVS = 4
+
+
+@pytest.fixture(scope="module")
+def sim() -> Simulator:
+    return Simulator.from_file("g1", NUM_ENVS, keyframe="stand", refresh_capacity=3)
+
+
+def _perturbed_states(model: mujoco.MjModel, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Keyframe pose plus random joint offsets and velocities, ``(count, nq)``, ``(count, nv)``."""
+    rng = np.random.default_rng(seed)
+    qpos = np.tile(model.key("stand").qpos, (count, 1))
+    qpos[:, 7:] += rng.uniform(-0.1, 0.1, (count, model.nu))
+    qpos[:, 2] += 0.02  # start just above the floor so contacts form during the rollout
+    qvel = rng.uniform(-0.3, 0.3, (count, model.nv))
+    return qpos.astype(np.float32), qvel.astype(np.float32)
+
+
+def _reference(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, ctrl: np.ndarray) -> mujoco.MjData:
+    data = mujoco.MjData(model)
+    data.qpos[:], data.qvel[:], data.ctrl[:] = qpos, qvel, ctrl
+    mujoco.mj_forward(model, data)
+    return data
+
+
+def _reset_all(sim: Simulator, qpos: np.ndarray, qvel: np.ndarray) -> None:
+    ids = torch.arange(sim.num_envs, dtype=torch.int64)
+    sim.write_rows(ids, torch.from_numpy(qpos), torch.from_numpy(qvel))
+    sim.refresh()
+
+
+def test_views_share_memory_both_ways(sim: Simulator) -> None:
+    sim.state.qpos[1, 9] = 0.25
+    assert sim.data.qpos.numpy()[1, 9] == np.float32(0.25)
+    sim.data.qvel.fill_(0.5)
+    assert torch.all(sim.state.qvel == 0.5)
+    sim.state.qvel.zero_()
+    for name, view in sim.state.tensors().items():
+        assert view.device == sim.torch_device, name
+        assert view.shape[0] == NUM_ENVS, name
+
+
+def test_addresses_are_stable_across_steps(sim: Simulator) -> None:
+    before = {k: v.data_ptr() for k, v in sim.state.tensors().items()}
+    for _ in range(3):
+        sim.step(2)
+        sim.refresh()
+        sim.refresh(torch.tensor([0, NUM_ENVS, 2], dtype=torch.int64))
+    assert {k: v.data_ptr() for k, v in sim.state.tensors().items()} == before
+
+
+def test_kinematics_match_mujoco(sim: Simulator) -> None:
+    model = sim.mj_model
+    qpos, qvel = _perturbed_states(model, NUM_ENVS, seed=1)
+    _reset_all(sim, qpos, qvel)
+    s = sim.state
+    for w in range(NUM_ENVS):
+        ref = _reference(model, qpos[w], qvel[w], s.ctrl[w].numpy())
+        np.testing.assert_allclose(s.body_pos_w[w].numpy(), ref.xpos, atol=1e-5)
+        np.testing.assert_allclose(s.body_quat_w[w].numpy(), ref.xquat, atol=1e-5)
+        np.testing.assert_allclose(s.site_pos_w[w].numpy(), ref.site_xpos, atol=1e-5)
+        np.testing.assert_allclose(s.sensordata[w].numpy(), ref.sensordata, atol=1e-4)
+        velocity = np.zeros(6)
+        for b in range(model.nbody):
+            # XBODY: the body frame origin (mjOBJ_BODY would be the centre of mass).
+            mujoco.mj_objectVelocity(model, ref, mujoco.mjtObj.mjOBJ_XBODY, b, velocity, 0)
+            np.testing.assert_allclose(s.body_ang_vel_w[w, b].numpy(), velocity[:3], atol=1e-4)
+            np.testing.assert_allclose(s.body_lin_vel_w[w, b].numpy(), velocity[3:], atol=1e-4)
+
+
+@pytest.mark.parametrize("cpu_graph", [True, False])
+def test_rollout_matches_mujoco_step(cpu_graph: bool) -> None:
+    """50 steps from different perturbed states, with contacts forming, against mj_step."""
+    sim = Simulator.from_file("g1", 3, keyframe="stand", cpu_graph=cpu_graph)
+    model = sim.mj_model
+    qpos, qvel = _perturbed_states(model, 3, seed=2)
+    _reset_all(sim, qpos, qvel)
+    refs = [_reference(model, qpos[w], qvel[w], sim.state.ctrl[w].numpy()) for w in range(3)]
+    for _ in range(50):
+        sim.step(1)
+        for ref in refs:
+            mujoco.mj_step(model, ref)
+    # MJWarp runs in float32 against MuJoCo C's float64; 50 steps (0.25 s) with the feet landing
+    # stay within 2 mm / 2 mrad.
+    for w, ref in enumerate(refs):
+        assert ref.ncon > 0
+        np.testing.assert_allclose(sim.state.qpos[w].numpy(), ref.qpos, atol=2e-3)
+        np.testing.assert_allclose(sim.state.qvel[w].numpy(), ref.qvel, atol=5e-2)
+
+
+def test_cpu_graph_equals_eager_bit_for_bit() -> None:
+    sims = [Simulator.from_file("g1", 2, keyframe="stand", cpu_graph=g) for g in (True, False)]
+    qpos, qvel = _perturbed_states(sims[0].mj_model, 2, seed=3)
+    for s in sims:
+        _reset_all(s, qpos, qvel)
+        for _ in range(5):
+            s.step(4)
+    assert torch.equal(sims[0].state.qpos, sims[1].state.qpos)
+    assert torch.equal(sims[0].state.qvel, sims[1].state.qvel)
+
+
+def test_write_rows_then_refresh_rows(sim: Simulator) -> None:
+    model = sim.mj_model
+    qpos, qvel = _perturbed_states(model, NUM_ENVS, seed=4)
+    _reset_all(sim, qpos, qvel)
+    for _ in range(3):
+        sim.step(2)
+    sim.refresh()
+    sim.data.qacc_warmstart.fill_(1.0)
+    before = {k: v.clone() for k, v in sim.state.tensors().items()}
+    warmstart_before = wp_numpy(sim.data.qacc_warmstart)
+
+    new_qpos, new_qvel = _perturbed_states(model, 2, seed=5)
+    # Capacity 3 with one padding slot: worlds 2 and 0 are written, the id NUM_ENVS is skipped.
+    ids = torch.tensor([2, 0, NUM_ENVS], dtype=torch.int64)
+    sim.write_rows(ids, torch.from_numpy(np.vstack([new_qpos, new_qpos[:1]])), torch.from_numpy(np.vstack([new_qvel, new_qvel[:1]])))
+    sim.refresh(ids)
+
+    s = sim.state
+    for row, w in enumerate((2, 0)):
+        ref = _reference(model, new_qpos[row], new_qvel[row], s.ctrl[w].numpy())
+        np.testing.assert_array_equal(s.qpos[w].numpy(), new_qpos[row])
+        np.testing.assert_allclose(s.body_pos_w[w].numpy(), ref.xpos, atol=1e-5)
+        np.testing.assert_allclose(s.body_quat_w[w].numpy(), ref.xquat, atol=1e-5)
+        np.testing.assert_allclose(s.sensordata[w].numpy(), ref.sensordata, atol=1e-4)
+        assert np.all(wp_numpy(sim.data.qacc_warmstart)[w] == 0.0)
+    for w in (1, 3):
+        for name, value in s.tensors().items():
+            assert torch.equal(value[w], before[name][w]), (name, w)
+        np.testing.assert_array_equal(wp_numpy(sim.data.qacc_warmstart)[w], warmstart_before[w])
+
+
+def test_stands_on_keyframe_targets_for_two_seconds() -> None:
+    sim = Simulator.from_file("g1", 2, keyframe="stand")
+    start = sim.state.qpos[:, 2].clone()
+    lowest = start.clone()
+    for _ in range(100):  # 100 policy steps x 4 substeps x 5 ms = 2 s
+        sim.step(4)
+        lowest = torch.minimum(lowest, sim.state.qpos[:, 2])
+    assert torch.all(torch.isfinite(sim.state.qpos))
+    assert torch.all((start - lowest).abs() < 0.05)
+    sim.check()
+
+
+def test_overflow_is_reported_by_check() -> None:
+    sim = Simulator.from_file("g1", 2, keyframe="stand", njmax=4)
+    sim.step(1)
+    assert np.all(sim.overflow_flags() & mjw.OverflowType.NEFC)
+    with pytest.raises(SimulationOverflowError, match="NEFC.*njmax"):
+        sim.check()
+
+
+def test_name_resolution(sim: Simulator) -> None:
+    assert sim.body_ids(["torso_link"]) == [sim.mj_model.body("torso_link").id]
+    assert sim.body_ids(".*_ankle_roll_link") == [
+        sim.mj_model.body("left_ankle_roll_link").id,
+        sim.mj_model.body("right_ankle_roll_link").id,
+    ]
+    assert sim.actuator_ids("left_knee_joint") == [3]
+    assert sim.joint_qpos_ids(["left_hip_pitch_joint", "waist_yaw_joint"]) == [7, 7 + 12]
+    gyro = sim.sensor_slice("imu_torso_gyro")
+    assert gyro.stop - gyro.start == 3
+    with pytest.raises(KeyError, match="close matches.*left_knee_link"):
+        sim.body_ids("left_knee_lnk")
+    for lookup in (sim.joint_ids, sim.actuator_ids, sim.sensor_ids):
+        with pytest.raises(KeyError, match="unknown"):
+            lookup("no_such_thing")
+
+
+def test_bad_input_is_rejected(sim: Simulator) -> None:
+    nq, nv = sim.mj_model.nq, sim.mj_model.nv
+    ids = torch.tensor([0, 1], dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"qpos must have shape \(2, 36\)"):
+        sim.write_rows(ids, torch.zeros(2, nq - 1), torch.zeros(2, nv))
+    with pytest.raises(ValueError, match="qvel must have dtype torch.float32"):
+        sim.write_rows(ids, torch.zeros(2, nq), torch.zeros(2, nv, dtype=torch.float64))
+    with pytest.raises(ValueError, match="env_ids must have dtype torch.int64"):
+        sim.write_rows(ids.int(), torch.zeros(2, nq), torch.zeros(2, nv))
+    with pytest.raises(ValueError, match=r"env_ids must have shape \(3,\)"):
+        sim.refresh(ids)
+    with pytest.raises(ValueError, match="num_envs must be an integer >= 1"):
+        Simulator(sim.mj_model, 0)
+    with pytest.raises(FileNotFoundError, match="robot asset 'no_robot/scene.xml'"):
+        Simulator.from_file("no_robot", 1)
+    with pytest.raises(KeyError, match="unknown keyframe name 'crouch'"):
+        Simulator(sim.mj_model, 1, keyframe="crouch")
+
+
+def wp_numpy(array) -> np.ndarray:
+    return array.numpy().copy()

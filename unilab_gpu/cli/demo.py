@@ -1,0 +1,67 @@
+"""The main job until training lands: build the G1 simulator, step it, report speed and phases.
+
+Usage: ``python -m unilab_gpu [--device cpu|cuda] [--num-envs N] [--steps N]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from unilab_gpu.sim.simulator import Simulator
+
+DECIMATION = 4  # physics steps per 50 Hz control step
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run(device: str, num_envs: int, steps: int) -> dict[str, float]:
+    """Step ``num_envs`` G1 worlds ``steps`` times with swaying joint targets; return phase ms."""
+    sim = Simulator.from_file("g1", num_envs, device, keyframe="stand")
+    stand_ctrl = sim.state.ctrl[0].clone()
+    sway = torch.linspace(0.0, 2.0 * torch.pi, num_envs, device=sim.torch_device)[:, None]
+    phases = {"actions": 0.0, "physics": 0.0, "refresh": 0.0}
+    sim.step(DECIMATION)  # compiles/records on first use; not timed
+    for step in range(steps):
+        t0 = time.perf_counter()
+        # Small arm/waist sway around the standing targets so the worlds diverge.
+        sim.state.ctrl.copy_(stand_ctrl + 0.05 * torch.sin(sway + 0.1 * step))
+        _sync(sim.torch_device)
+        t1 = time.perf_counter()
+        sim.step(DECIMATION)
+        _sync(sim.torch_device)
+        t2 = time.perf_counter()
+        sim.refresh()
+        _sync(sim.torch_device)
+        t3 = time.perf_counter()
+        phases["actions"] += t1 - t0
+        phases["physics"] += t2 - t1
+        phases["refresh"] += t3 - t2
+    sim.check()
+    fallen = int((sim.state.qpos[:, 2] < 0.5).sum())
+    total = sum(phases.values())
+    print(f"G1 x {num_envs} worlds on {device}: {steps} control steps of {DECIMATION} x 5 ms physics")
+    print(f"  {num_envs * steps / total:,.0f} env-steps/s ({1e3 * total / steps:.2f} ms per step)")
+    for name, seconds in phases.items():
+        print(f"  {name:8s} {1e3 * seconds / steps:8.3f} ms/step  {100 * seconds / total:5.1f} %")
+    print(f"  pelvis below 0.5 m in {fallen} of {num_envs} worlds after {steps * DECIMATION * 0.005:.1f} s")
+    return {name: 1e3 * seconds / steps for name, seconds in phases.items()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Step the G1 simulator and report where the time goes.")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--num-envs", type=int, default=None, help="default: 4096 on CUDA, 32 on CPU")
+    parser.add_argument("--steps", type=int, default=50)
+    args = parser.parse_args(argv)
+    num_envs = args.num_envs or (4096 if args.device.startswith("cuda") else 32)
+    run(args.device, num_envs, args.steps)
+
+
+if __name__ == "__main__":
+    main()

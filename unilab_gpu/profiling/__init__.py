@@ -1,0 +1,1 @@
+"""Timing and benchmark helpers."""

@@ -1,0 +1,415 @@
+"""A batch of MJWarp worlds with zero-copy torch views of their state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import mujoco
+import mujoco_warp as mjw
+import numpy as np
+import torch
+import warp as wp
+
+from unilab_gpu.paths import robot_asset
+from unilab_gpu.sim import kernels
+from unilab_gpu.sim.names import resolve_names
+from unilab_gpu.sim.state import SimState
+from unilab_gpu.sim.warp_context import torch_stream_scope, warp_device
+
+DEFAULT_NJMAX = 300
+"""Constraint rows per world. A G1 standing on 8 foot points with a few active joint limits uses
+~40; a fallen one with arms and torso on the floor stays well below 300 (MJWarp's default of 64
+overflows on the first step)."""
+
+DEFAULT_NCONMAX = 48
+"""Contacts per world. The G1 has no self-collision, so contacts are robot geoms against the
+floor only: at most ~2 per capsule."""
+
+
+class SimulationOverflowError(RuntimeError):
+    """MJWarp ran out of contact or constraint capacity in at least one world."""
+
+
+def load_mj_model(
+    source: str | Path | mujoco.MjSpec, edit: Callable[[mujoco.MjSpec], None] | None = None
+) -> mujoco.MjModel:
+    """Compile an MJCF file (or robot name under ``assets/robots``) into a MuJoCo model.
+
+    Args:
+      source: a path to an MJCF file, a robot name such as ``"g1"`` (its ``scene.xml``), or a spec.
+      edit: optional function that modifies the ``MjSpec`` before compilation (e.g. change
+        the timestep, add a site); this is where tasks adapt the robot without copying files.
+    """
+    if isinstance(source, mujoco.MjSpec):
+        spec = source
+    else:
+        path = Path(source)
+        if path.suffix != ".xml":
+            path = robot_asset(str(source))
+        if not path.is_file():
+            raise FileNotFoundError(f"model file not found: {path}")
+        spec = mujoco.MjSpec.from_file(str(path))
+    if edit is not None:
+        edit(spec)
+    return spec.compile()
+
+
+class Simulator:
+    """``num_envs`` copies of one MuJoCo model stepped by MJWarp on one device.
+
+    State lives in MJWarp's device arrays; ``self.state`` holds torch views of them, so managers
+    read and write physics state without copies. Every Warp launch goes to torch's current
+    stream, which makes the simulator capturable inside a ``torch.cuda.graph`` together with torch
+    code (see ``unilab_gpu.sim.capture``).
+
+    On CPU, ``step`` replays a Warp CPU graph of the substeps (recorded on first use, bit-identical
+    to eager stepping and several times faster because it skips Python dispatch per kernel).
+    """
+
+    def __init__(
+        self,
+        mj_model: mujoco.MjModel,
+        num_envs: int,
+        device: str = "cpu",
+        *,
+        njmax: int = DEFAULT_NJMAX,
+        nconmax: int = DEFAULT_NCONMAX,
+        keyframe: str | None = None,
+        cpu_graph: bool = True,
+        refresh_capacity: int = 0,
+    ) -> None:
+        """Put ``mj_model`` on ``device`` for ``num_envs`` worlds.
+
+        Args:
+          num_envs: number of worlds, >= 1.
+          device: ``"cpu"`` or ``"cuda[:N]"``.
+          njmax: constraint rows per world.
+          nconmax: contacts per world.
+          keyframe: name of the keyframe every world starts from (default: the model's qpos0).
+          cpu_graph: on CPU, replay substeps from a Warp CPU graph instead of launching eagerly.
+          refresh_capacity: number of rows ``refresh(env_ids)`` handles at once (0: only
+            full-width refreshes); a scratch batch of this many worlds is allocated now.
+        """
+        if not isinstance(num_envs, int) or num_envs < 1:
+            raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
+        if njmax < 1 or nconmax < 1:
+            raise ValueError(f"njmax and nconmax must be >= 1, got njmax={njmax}, nconmax={nconmax}")
+        self.mj_model = mj_model
+        self.num_envs = num_envs
+        self.torch_device = torch.device(device)
+        self.wp_device = warp_device(self.torch_device)
+        self.cpu_graph = cpu_graph and self.wp_device.is_cpu
+        self._graphs: dict[int, wp.Graph] = {}
+
+        self.body_names = _names(mj_model, mujoco.mjtObj.mjOBJ_BODY, mj_model.nbody)
+        self.joint_names = _names(mj_model, mujoco.mjtObj.mjOBJ_JOINT, mj_model.njnt)
+        self.actuator_names = _names(mj_model, mujoco.mjtObj.mjOBJ_ACTUATOR, mj_model.nu)
+        self.sensor_names = _names(mj_model, mujoco.mjtObj.mjOBJ_SENSOR, mj_model.nsensor)
+        self.site_names = _names(mj_model, mujoco.mjtObj.mjOBJ_SITE, mj_model.nsite)
+        self.geom_names = _names(mj_model, mujoco.mjtObj.mjOBJ_GEOM, mj_model.ngeom)
+
+        initial = mujoco.MjData(mj_model)
+        if keyframe is not None:
+            key_names = _names(mj_model, mujoco.mjtObj.mjOBJ_KEY, mj_model.nkey)
+            mujoco.mj_resetDataKeyframe(mj_model, initial, resolve_names("keyframe", keyframe, key_names)[0])
+
+        with wp.ScopedDevice(self.wp_device):
+            self.model = mjw.put_model(mj_model)
+            self.data = mjw.make_data(mj_model, nworld=num_envs, nconmax=nconmax, njmax=njmax)
+            self._body_lin_vel = wp.zeros((num_envs, mj_model.nbody), dtype=wp.vec3)
+            self._body_ang_vel = wp.zeros((num_envs, mj_model.nbody), dtype=wp.vec3)
+            self._scratch = _ScratchBatch(mj_model, refresh_capacity) if refresh_capacity else None
+
+        self.state = SimState(
+            qpos=wp.to_torch(self.data.qpos),
+            qvel=wp.to_torch(self.data.qvel),
+            ctrl=wp.to_torch(self.data.ctrl),
+            body_pos_w=wp.to_torch(self.data.xpos),
+            body_quat_w=wp.to_torch(self.data.xquat),
+            body_rotmat_w=wp.to_torch(self.data.xmat),
+            body_lin_vel_w=wp.to_torch(self._body_lin_vel),
+            body_ang_vel_w=wp.to_torch(self._body_ang_vel),
+            site_pos_w=wp.to_torch(self.data.site_xpos),
+            site_rotmat_w=wp.to_torch(self.data.site_xmat),
+            sensordata=wp.to_torch(self.data.sensordata),
+        )
+        for name in ("qpos", "qvel", "ctrl"):
+            getattr(self.state, name).copy_(torch.from_numpy(getattr(initial, name)))
+        self.refresh()
+
+    @classmethod
+    def from_file(
+        cls,
+        source: str | Path | mujoco.MjSpec,
+        num_envs: int,
+        device: str = "cpu",
+        *,
+        edit: Callable[[mujoco.MjSpec], None] | None = None,
+        **kwargs,
+    ) -> Simulator:
+        """Compile ``source`` (a path or a robot name such as ``"g1"``) and build a simulator."""
+        return cls(load_mj_model(source, edit), num_envs, device, **kwargs)
+
+    # ----------------------------------------------------------------------------------------
+    # Names (cold path).
+
+    def body_ids(self, names: str | Sequence[str]) -> list[int]:
+        """MuJoCo body ids for names or full-match regular expressions."""
+        return resolve_names("body", names, self.body_names)
+
+    def joint_ids(self, names: str | Sequence[str]) -> list[int]:
+        """MuJoCo joint ids for names or full-match regular expressions."""
+        return resolve_names("joint", names, self.joint_names)
+
+    def actuator_ids(self, names: str | Sequence[str]) -> list[int]:
+        """Actuator ids (= columns of ``ctrl``) for names or regular expressions."""
+        return resolve_names("actuator", names, self.actuator_names)
+
+    def sensor_ids(self, names: str | Sequence[str]) -> list[int]:
+        """MuJoCo sensor ids for names or regular expressions."""
+        return resolve_names("sensor", names, self.sensor_names)
+
+    def site_ids(self, names: str | Sequence[str]) -> list[int]:
+        """MuJoCo site ids for names or regular expressions."""
+        return resolve_names("site", names, self.site_names)
+
+    def geom_ids(self, names: str | Sequence[str]) -> list[int]:
+        """MuJoCo geom ids for names or regular expressions."""
+        return resolve_names("geom", names, self.geom_names)
+
+    def sensor_slice(self, name: str) -> slice:
+        """Columns of ``state.sensordata`` that hold sensor ``name``."""
+        (sensor_id,) = resolve_names("sensor", [name], self.sensor_names)
+        start = int(self.mj_model.sensor_adr[sensor_id])
+        return slice(start, start + int(self.mj_model.sensor_dim[sensor_id]))
+
+    def joint_qpos_ids(self, names: str | Sequence[str]) -> list[int]:
+        """Columns of ``qpos`` for hinge/slide joints given by name."""
+        return [int(self.mj_model.jnt_qposadr[j]) for j in self._scalar_joints(names)]
+
+    def joint_dof_ids(self, names: str | Sequence[str]) -> list[int]:
+        """Columns of ``qvel`` for hinge/slide joints given by name."""
+        return [int(self.mj_model.jnt_dofadr[j]) for j in self._scalar_joints(names)]
+
+    def _scalar_joints(self, names: str | Sequence[str]) -> list[int]:
+        ids = self.joint_ids(names)
+        scalar = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+        bad = [self.joint_names[j] for j in ids if int(self.mj_model.jnt_type[j]) not in scalar]
+        if bad:
+            raise ValueError(f"joints {bad} are not hinge or slide joints (one column each expected)")
+        return ids
+
+    # ----------------------------------------------------------------------------------------
+    # Hot path: no host synchronization, no allocation that outlives the call.
+
+    def step(self, substeps: int = 1) -> None:
+        """Advance every world by ``substeps`` physics steps (``ctrl`` held constant)."""
+        with torch_stream_scope(self.wp_device):
+            if not self.cpu_graph:
+                for _ in range(substeps):
+                    mjw.step(self.model, self.data)
+                return
+            graph = self._graphs.get(substeps)
+            if graph is None:
+                graph = self._record_cpu_graph(substeps)
+            wp.capture_launch(graph)
+
+    def refresh(self, env_ids: torch.Tensor | None = None) -> None:
+        """Make body/site poses, body velocities and sensors valid for the current qpos/qvel.
+
+        MJWarp computes kinematics at the start of a step, so after ``step`` (or a state write)
+        they describe the previous state; this recomputes them without collision or dynamics.
+
+        Args:
+          env_ids: ``None`` for every world, or a ``(refresh_capacity,)`` int64 tensor of world
+            ids; ids outside ``[0, num_envs)`` are padding and skipped. The cost then follows
+            ``refresh_capacity``, not ``num_envs`` (a scratch batch is refreshed and scattered
+            back). Only the fields in ``state`` are refreshed for those rows; the rest of MJWarp's
+            data is recomputed by the next physics step anyway.
+        """
+        with torch_stream_scope(self.wp_device):
+            if env_ids is None:
+                _kinematics(self.model, self.data, self._body_lin_vel, self._body_ang_vel)
+                return
+            if self._scratch is None:
+                raise RuntimeError("refresh(env_ids) needs refresh_capacity > 0 at construction")
+            ids = self._check_ids(env_ids, self._scratch.capacity)
+            self._scratch.refresh_into(
+                self.model, self.data, ids, self.num_envs, self._body_lin_vel, self._body_ang_vel
+            )
+
+    def write_rows(self, env_ids: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """Start new episodes in the listed worlds: set qpos/qvel, clear carried-over state.
+
+        Warm start, applied forces, activations and time of those worlds are cleared; other worlds
+        are untouched bit for bit. Contacts are recomputed by the next step. Call ``refresh`` after
+        this to make kinematics valid for the new state.
+
+        Args:
+          env_ids: ``(K,)`` int64 world ids; ids outside ``[0, num_envs)`` are padding, skipped.
+          qpos: ``(K, nq)`` float32 new positions (row i goes to world ``env_ids[i]``).
+          qvel: ``(K, nv)`` float32 new velocities.
+        """
+        ids = self._check_ids(env_ids)
+        count = ids.shape[0]
+        _check_tensor("qpos", qpos, (count, self.mj_model.nq), self.torch_device)
+        _check_tensor("qvel", qvel, (count, self.mj_model.nv), self.torch_device)
+        d = self.data
+        with torch_stream_scope(self.wp_device):
+            wp.launch(
+                kernels.write_rows,
+                dim=count,
+                inputs=[
+                    wp.from_torch(ids),
+                    wp.from_torch(qpos.contiguous()),
+                    wp.from_torch(qvel.contiguous()),
+                    self.num_envs,
+                ],
+                outputs=[d.qpos, d.qvel, d.qacc_warmstart, d.qfrc_applied, d.xfrc_applied, d.act, d.time],
+                device=self.wp_device,
+            )
+
+    # ----------------------------------------------------------------------------------------
+    # Diagnostics (each call synchronizes once; never call per step).
+
+    def overflow_flags(self) -> np.ndarray:
+        """Per-world MJWarp overflow bitmask (``mujoco_warp.OverflowType``), ``(num_envs,)``."""
+        return self.data.overflow.numpy().copy()
+
+    def check(self) -> None:
+        """Raise ``SimulationOverflowError`` if any world ran out of contact/constraint capacity."""
+        flags = self.overflow_flags()
+        bad = np.flatnonzero(flags)
+        if bad.size == 0:
+            return
+        kinds = sorted({f.name for w in bad for f in mjw.OverflowType if f and flags[w] & f})
+        raise SimulationOverflowError(
+            f"MJWarp capacity overflow ({', '.join(kinds)}) in {bad.size} of {self.num_envs} worlds "
+            f"(first ids: {bad[:8].tolist()}); raise njmax (now {self.data.njmax}) or nconmax "
+            f"(now {self.data.naconmax // self.num_envs} per world)"
+        )
+
+    def invalidate_graphs(self) -> None:
+        """Forget recorded CPU graphs (call after replacing any model or data array)."""
+        self._graphs.clear()
+
+    # ----------------------------------------------------------------------------------------
+
+    def _record_cpu_graph(self, substeps: int) -> wp.Graph:
+        # Recording runs nothing on CPU, so the state is not advanced by the capture itself.
+        wp.capture_begin(device=self.wp_device)
+        try:
+            for _ in range(substeps):
+                mjw.step(self.model, self.data)
+        finally:
+            graph = wp.capture_end(device=self.wp_device)
+        self._graphs[substeps] = graph
+        return graph
+
+    def _check_ids(self, env_ids: torch.Tensor, expected_len: int | None = None) -> torch.Tensor:
+        if not isinstance(env_ids, torch.Tensor) or env_ids.ndim != 1:
+            raise ValueError(f"env_ids must be a 1-D int64 tensor, got {_describe(env_ids)}")
+        length = env_ids.shape[0] if expected_len is None else expected_len
+        _check_tensor("env_ids", env_ids, (length,), self.torch_device, dtype=torch.int64)
+        return env_ids.contiguous()
+
+
+class _ScratchBatch:
+    """A small MJWarp batch used to compute kinematics for a few selected worlds."""
+
+    def __init__(self, mj_model: mujoco.MjModel, capacity: int) -> None:
+        self.capacity = capacity
+        # Kinematics only: no contacts or constraints are ever computed here.
+        self.data = mjw.make_data(mj_model, nworld=capacity, nconmax=1, njmax=1)
+        self.lin_vel = wp.zeros((capacity, mj_model.nbody), dtype=wp.vec3)
+        self.ang_vel = wp.zeros((capacity, mj_model.nbody), dtype=wp.vec3)
+
+    def refresh_into(
+        self,
+        model: mjw.Model,
+        data: mjw.Data,
+        env_ids: torch.Tensor,
+        num_envs: int,
+        lin_vel: wp.array,
+        ang_vel: wp.array,
+    ) -> None:
+        """Compute kinematics of the worlds ``env_ids`` here and write them back into ``data``."""
+        ids = wp.from_torch(env_ids)
+        s = self.data
+        wp.launch(
+            kernels.gather_rows,
+            dim=self.capacity,
+            inputs=[ids, num_envs, data.qpos, data.qvel],
+            outputs=[s.qpos, s.qvel],
+        )
+        _kinematics(model, s, self.lin_vel, self.ang_vel)
+        wp.launch(
+            kernels.scatter_kinematics,
+            dim=self.capacity,
+            inputs=[
+                ids,
+                num_envs,
+                s.xpos,
+                s.xquat,
+                s.xmat,
+                self.lin_vel,
+                self.ang_vel,
+                s.site_xpos,
+                s.site_xmat,
+                s.sensordata,
+            ],
+            outputs=[
+                data.xpos,
+                data.xquat,
+                data.xmat,
+                lin_vel,
+                ang_vel,
+                data.site_xpos,
+                data.site_xmat,
+                data.sensordata,
+            ],
+        )
+
+
+def _kinematics(model: mjw.Model, data: mjw.Data, lin_vel: wp.array, ang_vel: wp.array) -> None:
+    """Positions, velocities and sensors from qpos/qvel alone (no collision, no dynamics)."""
+    mjw.kinematics(model, data)
+    mjw.com_pos(model, data)
+    mjw.com_vel(model, data)
+    mjw.sensor_pos(model, data)
+    mjw.sensor_vel(model, data)
+    wp.launch(
+        kernels.body_link_velocity,
+        dim=(data.nworld, model.nbody),
+        inputs=[data.cvel, data.subtree_com, data.xpos, model.body_rootid],
+        outputs=[lin_vel, ang_vel],
+    )
+
+
+def _names(mj_model: mujoco.MjModel, obj: mujoco.mjtObj, count: int) -> list[str]:
+    return [mujoco.mj_id2name(mj_model, obj, i) or "" for i in range(count)]
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
+    return type(value).__name__
+
+
+def _check_tensor(
+    field: str,
+    value: torch.Tensor,
+    shape: tuple[int, ...],
+    device: torch.device,
+    dtype: torch.dtype = torch.float32,
+) -> None:
+    """Raise a ValueError that names ``field`` and what was expected (static checks only)."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{field} must be a torch.Tensor of shape {shape}, got {type(value).__name__}")
+    if value.dtype != dtype:
+        raise ValueError(f"{field} must have dtype {dtype}, got {value.dtype}")
+    if value.device.type != device.type or (device.index is not None and value.device.index != device.index):
+        raise ValueError(f"{field} must be on device {device}, got {value.device}")
+    if tuple(value.shape) != tuple(shape):
+        raise ValueError(f"{field} must have shape {tuple(shape)}, got {tuple(value.shape)}")
