@@ -5,8 +5,9 @@ than the inverted-pendulum load of the body above them, so holding plain joint t
 sags and falls within a second. The keyframe therefore stores, besides the pose, PD targets that
 include the static torques (``ctrl = q + tau / kp``): standing on them is an equilibrium.
 
-Procedure: level the soles on the floor, then solve ``qacc(pelvis height/roll/pitch, ctrl) = 0`` at
-rest by Newton's method on finite-difference Jacobians, joint angles fixed. Prints the ``<key>`` element to paste into ``assets/robots/g1/g1.xml``.
+Procedure: level the soles on the floor, then solve ``qacc(pelvis height/roll/pitch, ctrl) = 0``
+at rest by Newton's method on finite-difference Jacobians, joint angles fixed. Prints the ``<key>``
+element to paste into ``assets/robots/g1/g1.xml``.
 
 Usage: python scripts/g1_stand_keyframe.py
 """

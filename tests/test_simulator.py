@@ -125,7 +125,9 @@ def test_write_rows_then_refresh_rows(sim: Simulator) -> None:
     new_qpos, new_qvel = _perturbed_states(model, 2, seed=5)
     # Capacity 3 with one padding slot: worlds 2 and 0 are written, the id NUM_ENVS is skipped.
     ids = torch.tensor([2, 0, NUM_ENVS], dtype=torch.int64)
-    sim.write_rows(ids, torch.from_numpy(np.vstack([new_qpos, new_qpos[:1]])), torch.from_numpy(np.vstack([new_qvel, new_qvel[:1]])))
+    padded_qpos = torch.from_numpy(np.vstack([new_qpos, new_qpos[:1]]))
+    padded_qvel = torch.from_numpy(np.vstack([new_qvel, new_qvel[:1]]))
+    sim.write_rows(ids, padded_qpos, padded_qvel)
     sim.refresh(ids)
 
     s = sim.state

@@ -1,0 +1,56 @@
+"""Shared fixtures for the agent tests: a synthetic batch and a one-step bandit loop."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from unilab_gpu.rl.replay import ReplayBuffer
+
+# Inductor codegen takes minutes on 2 CPU cores. The default ("eager" backend) still checks that
+# Dynamo captures every update piece as one graph (fullgraph=True); set
+# UNILAB_TEST_COMPILE_BACKEND=aot_eager or =inductor to trace autograd or generate code too.
+COMPILE_BACKEND = os.environ.get("UNILAB_TEST_COMPILE_BACKEND", "eager")
+if COMPILE_BACKEND == "inductor":
+    import torch._inductor.config
+
+    # Inductor draws random numbers with its own generator; use eager's so results can match.
+    torch._inductor.config.fallback_random = True
+
+A_STAR = torch.tensor([0.5, -0.3])
+
+
+def synthetic_batch(size: int, policy_dim: int, critic_dim: int, act_dim: int, seed: int = 0) -> dict:
+    gen = torch.Generator().manual_seed(seed)
+    return {
+        "policy_obs": torch.randn(size, policy_dim, generator=gen),
+        "critic_obs": torch.randn(size, critic_dim, generator=gen),
+        "action": torch.rand(size, act_dim, generator=gen) * 2 - 1,
+        "reward": torch.randn(size, generator=gen),
+        "next_policy_obs": torch.randn(size, policy_dim, generator=gen),
+        "next_critic_obs": torch.randn(size, critic_dim, generator=gen),
+        "discount": torch.where(torch.rand(size, generator=gen) < 0.2, 0.0, 0.99),
+    }
+
+
+def bandit_distance(agent, probe: torch.Tensor) -> float:
+    """Mean distance of the deterministic action from ``A_STAR`` over ``probe`` observations."""
+    return (agent.act(probe, deterministic=True) - A_STAR).norm(dim=-1).mean().item()
+
+
+def train_bandit(agent, steps: int, updates_per_step: int, num_envs: int = 64, batch_size: int = 256) -> None:
+    """One-step bandit: reward ``-|a - A_STAR|^2``, every step terminal; act -> replay -> update."""
+    gen = torch.Generator().manual_seed(0)
+    replay = ReplayBuffer(64, num_envs, 3, 3, 2, n_step=1, gamma=0.99)
+    terminated = torch.ones(num_envs, dtype=torch.bool)
+    for step in range(steps):
+        obs = torch.randn(num_envs, 3, generator=gen)
+        action = agent.act(obs)
+        reward = -(action - A_STAR).square().sum(-1)
+        replay.add(obs, obs, action, reward, terminated, ~terminated, obs, obs)
+        if hasattr(agent, "observe_reward"):
+            agent.observe_reward(reward, terminated, ~terminated)
+        if step >= 2:
+            for _ in range(updates_per_step):
+                agent.update(replay.sample(batch_size, generator=gen))

@@ -1,0 +1,32 @@
+"""Algo YAML files and config dataclasses agree key for key and value for value."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from unilab_gpu.rl.config import FlashSacConfig, SacConfig, config_from_dict
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "algo"
+
+
+@pytest.mark.parametrize(("file", "cls"), [("sac.yaml", SacConfig), ("flashsac.yaml", FlashSacConfig)])
+def test_yaml_matches_dataclass_defaults(file, cls):
+    text = (CONFIGS / file).read_text()
+    values = yaml.safe_load(text)
+    assert set(values) == {f.name for f in dataclasses.fields(cls)}
+    assert config_from_dict(cls, values) == cls()
+    # Every key carries a one-line comment.
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            assert "#" in line, line
+
+
+def test_unknown_key_and_bad_value_are_named():
+    with pytest.raises(ValueError, match="batchsize"):
+        config_from_dict(SacConfig, {"batchsize": 3})
+    with pytest.raises(ValueError, match="'v_max'"):
+        FlashSacConfig(v_min=1.0, v_max=0.0)
+    with pytest.raises(ValueError, match="'buffer_capacity_per_env'"):
+        SacConfig(n_step=4, buffer_capacity_per_env=4)

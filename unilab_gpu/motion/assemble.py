@@ -1,0 +1,122 @@
+"""Turn what a reader found into a canonical clip: map names, resample, derive what is missing."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from unilab_gpu.motion.clip import MotionClip
+from unilab_gpu.motion.kinematics import RobotKinematics
+from unilab_gpu.motion.names import column_order, covers
+from unilab_gpu.motion.resample import ResampleGrid
+from unilab_gpu.motion.source import MotionSource
+from unilab_gpu.motion.validation import MotionFormatError, unit_quat
+from unilab_gpu.motion.velocities import angular_velocity, linear_velocity
+
+CONTROL_FPS = 50.0
+"""Default output rate: the tracking task's control rate (4 x 5 ms physics steps)."""
+
+
+def _joint_order(source: MotionSource, kinematics: RobotKinematics) -> np.ndarray:
+    if source.joint_names is not None:
+        return column_order("joint", source.joint_names, kinematics.joint_names)
+    if source.joint_pos.shape[1] != kinematics.num_joints:
+        raise MotionFormatError(
+            f"{source.format}: 'joint_pos' has {source.joint_pos.shape[1]} joint columns and the file names no "
+            f"joints; expected {kinematics.num_joints} in the robot model's order"
+        )
+    return np.arange(kinematics.num_joints)
+
+
+def _body_order(source: MotionSource, kinematics: RobotKinematics) -> np.ndarray | None:
+    """File body index of each model body, or ``None`` when the file's bodies cannot serve (FK then)."""
+    if source.body_pos_w is None or source.body_quat_w is None:
+        return None
+    names = source.body_names
+    if names is None and source.body_pos_w.shape[1] == kinematics.num_bodies:
+        names = kinematics.body_names
+    if names is None or not covers(names, kinematics.body_names):
+        return None
+    return column_order("body", names, kinematics.body_names, extra_ok=True)
+
+
+def _take(array: np.ndarray | None, index: np.ndarray) -> np.ndarray | None:
+    return None if array is None else array[:, index]
+
+
+def build_clip(
+    source: MotionSource,
+    kinematics: RobotKinematics,
+    fps: float | None = CONTROL_FPS,
+    derive_velocities: bool = False,
+) -> MotionClip:
+    """The canonical clip of ``source`` on the robot of ``kinematics``.
+
+    1. Joints are reordered by name into the model's order (unnamed columns must already be in
+       it); bodies likewise when the file's bodies cover every model body, else body states are
+       recomputed by forward kinematics of the root and joint trajectory.
+    2. If ``fps`` differs from the file's, positions are linearly interpolated and orientations
+       slerped onto the new time grid, and every velocity is derived again.
+    3. Missing velocities come from finite differences of the positions (on SO(3) for angular
+       ones); FK body velocities follow from the root and joint velocities.
+
+    Args:
+        source: a reader's output.
+        kinematics: the robot model.
+        fps: output frame rate; ``None`` keeps the file's.
+        derive_velocities: ignore the file's velocities and derive all of them from the poses.
+    """
+    if derive_velocities:
+        source = source.without_velocities()
+    joints = _joint_order(source, kinematics)
+    bodies = _body_order(source, kinematics)
+    rate = source.fps
+    joint_pos, joint_vel = source.joint_pos[:, joints], _take(source.joint_vel, joints)
+    root_pos, root_lin_vel, root_ang_vel = source.root_pos, source.root_lin_vel, source.root_ang_vel
+    root_quat = unit_quat("root_quat", source.root_quat)
+    body_pos = body_quat = body_lin_vel = body_ang_vel = None
+    if bodies is not None:
+        body_pos = source.body_pos_w[:, bodies]
+        body_quat = unit_quat("body_quat_w", source.body_quat_w[:, bodies])
+        body_lin_vel, body_ang_vel = _take(source.body_lin_vel_w, bodies), _take(source.body_ang_vel_w, bodies)
+
+    if fps is not None and fps != source.fps:
+        grid = ResampleGrid.between(source.num_frames, source.fps, fps)
+        joint_pos, root_pos, root_quat = grid.lerp(joint_pos), grid.lerp(root_pos), grid.slerp(root_quat)
+        if bodies is not None:
+            body_pos, body_quat = grid.lerp(body_pos), grid.slerp(body_quat)
+        joint_vel = root_lin_vel = root_ang_vel = body_lin_vel = body_ang_vel = None
+        rate = fps
+
+    if joint_vel is None:
+        joint_vel = linear_velocity(joint_pos, rate, "joint_pos")
+    if root_lin_vel is None:
+        root_lin_vel = linear_velocity(root_pos, rate, "root_pos")
+    if root_ang_vel is None:
+        root_ang_vel = angular_velocity(root_quat, rate, "root_quat")
+    if bodies is None:
+        states = kinematics.body_states(root_pos, root_quat, joint_pos, root_lin_vel, root_ang_vel, joint_vel)
+        body_pos, body_quat, body_lin_vel, body_ang_vel = states.pos, states.quat, states.lin_vel, states.ang_vel
+    if body_lin_vel is None:
+        body_lin_vel = linear_velocity(body_pos, rate, "body_pos_w")
+    if body_ang_vel is None:
+        body_ang_vel = angular_velocity(body_quat, rate, "body_quat_w")
+    return MotionClip(
+        fps=rate,
+        joint_names=kinematics.joint_names,
+        body_names=kinematics.body_names,
+        joint_pos=joint_pos,
+        joint_vel=joint_vel,
+        root_pos=root_pos,
+        root_quat=root_quat,
+        root_lin_vel=root_lin_vel,
+        root_ang_vel=root_ang_vel,
+        body_pos_w=body_pos,
+        body_quat_w=body_quat,
+        body_lin_vel_w=body_lin_vel,
+        body_ang_vel_w=body_ang_vel,
+    )
+
+
+def resample_clip(clip: MotionClip, fps: float, kinematics: RobotKinematics) -> MotionClip:
+    """``clip`` at ``fps``: lerp/slerp of its poses, velocities derived again by finite differences."""
+    return build_clip(MotionSource.from_clip(clip), kinematics, fps=fps)

@@ -1,0 +1,121 @@
+"""Forward kinematics of a floating-base robot with MuJoCo C: body poses and velocities per frame."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+import torch
+
+from unilab_gpu.paths import robot_asset
+from unilab_gpu.utils.rotations import quat_apply_inverse
+
+
+@dataclass(frozen=True)
+class BodyStates:
+    """World-frame body states for ``T`` frames and ``B`` bodies (float64, model body order).
+
+    ``pos (T, B, 3)`` origins, ``quat (T, B, 4)`` wxyz orientations, ``lin_vel (T, B, 3)`` velocity
+    of the body origin and ``ang_vel (T, B, 3)`` angular velocity, both in world coordinates.
+    """
+
+    pos: np.ndarray
+    quat: np.ndarray
+    lin_vel: np.ndarray
+    ang_vel: np.ndarray
+
+
+class RobotKinematics:
+    """Forward kinematics of a model whose first joint is a free joint and the rest are 1-dof hinges.
+
+    Body order is the model's (depth first), world excluded; joint order is ``qpos[7:]``'s.
+    """
+
+    def __init__(self, model: mujoco.MjModel) -> None:
+        if model.njnt < 1 or model.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE:
+            raise ValueError("RobotKinematics needs a model whose first joint is a free joint")
+        hinge_like = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+        if any(int(model.jnt_type[j]) not in hinge_like for j in range(1, model.njnt)):
+            raise ValueError("RobotKinematics supports one free joint followed by 1-dof joints only")
+        self.model = model
+        self._data = mujoco.MjData(model)
+        self.joint_names: tuple[str, ...] = tuple(model.joint(j).name for j in range(1, model.njnt))
+        self.body_names: tuple[str, ...] = tuple(model.body(b).name for b in range(1, model.nbody))
+        self.joint_range: np.ndarray = model.jnt_range[1:].copy()
+        """``(J, 2)`` lower and upper limits of each joint (rad)."""
+        self._root_of_body = model.body_rootid[1:]
+
+    @classmethod
+    def from_robot(cls, robot: str = "g1") -> RobotKinematics:
+        """Kinematics of a project robot, e.g. ``from_robot("g1")`` loads ``assets/robots/g1/scene.xml``."""
+        return cls(mujoco.MjModel.from_xml_path(str(robot_asset(robot))))
+
+    @property
+    def num_joints(self) -> int:
+        return len(self.joint_names)
+
+    @property
+    def num_bodies(self) -> int:
+        return len(self.body_names)
+
+    def _set_frame(self, root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray) -> None:
+        qpos = self._data.qpos
+        qpos[:3] = root_pos
+        qpos[3:7] = root_quat / np.linalg.norm(root_quat)
+        qpos[7:] = joint_pos
+
+    def body_states(
+        self,
+        root_pos: np.ndarray,
+        root_quat: np.ndarray,
+        joint_pos: np.ndarray,
+        root_lin_vel: np.ndarray,
+        root_ang_vel: np.ndarray,
+        joint_vel: np.ndarray,
+    ) -> BodyStates:
+        """Body poses and velocities of ``T`` frames of root and joint states.
+
+        Args:
+            root_pos: ``(T, 3)`` world position of the free joint's body.
+            root_quat: ``(T, 4)`` its wxyz orientation (normalized here).
+            joint_pos: ``(T, J)`` joint positions in :attr:`joint_names` order.
+            root_lin_vel: ``(T, 3)`` root linear velocity, world frame.
+            root_ang_vel: ``(T, 3)`` root angular velocity, world frame.
+            joint_vel: ``(T, J)`` joint velocities.
+        """
+        m, d = self.model, self._data
+        num_frames = root_pos.shape[0]
+        # MuJoCo's free joint takes its angular velocity in the body frame.
+        ang_local = quat_apply_inverse(torch.from_numpy(root_quat), torch.from_numpy(root_ang_vel)).numpy()
+        out = BodyStates(*(np.zeros((num_frames, self.num_bodies, n)) for n in (3, 4, 3, 3)))
+        for t in range(num_frames):
+            self._set_frame(root_pos[t], root_quat[t], joint_pos[t])
+            d.qvel[:3] = root_lin_vel[t]
+            d.qvel[3:6] = ang_local[t]
+            d.qvel[6:] = joint_vel[t]
+            mujoco.mj_kinematics(m, d)
+            mujoco.mj_comPos(m, d)
+            mujoco.mj_comVel(m, d)
+            pos = d.xpos[1:]
+            # cvel = (angular, linear) of each body, the linear part taken at the centre of mass of
+            # its kinematic tree; move it to the body origin: v_o = v_c + w x (o - c).
+            ang, lin_c = d.cvel[1:, :3], d.cvel[1:, 3:]
+            offset = pos - d.subtree_com[self._root_of_body]
+            out.pos[t] = pos
+            out.quat[t] = d.xquat[1:]
+            out.ang_vel[t] = ang
+            out.lin_vel[t] = lin_c + np.cross(ang, offset)
+        return out
+
+    def geom_positions(
+        self, root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray, geom_ids: np.ndarray
+    ) -> np.ndarray:
+        """World positions ``(T, G, 3)`` of the centres of geoms ``geom_ids`` over ``T`` frames."""
+        m, d = self.model, self._data
+        out = np.zeros((root_pos.shape[0], len(geom_ids), 3))
+        for t in range(root_pos.shape[0]):
+            self._set_frame(root_pos[t], root_quat[t], joint_pos[t])
+            mujoco.mj_kinematics(m, d)
+            out[t] = d.geom_xpos[geom_ids]
+        return out

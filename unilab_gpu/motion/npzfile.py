@@ -1,0 +1,32 @@
+"""Reading ``.npz`` motion files into plain dictionaries, with the frame-rate rule shared by all formats."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from unilab_gpu.motion.validation import MotionFormatError, check_fps, require
+
+
+def read_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """Every array of the ``.npz`` at ``path`` (object arrays are refused: no pickles are loaded)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {key: data[key] for key in data.files}
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
+        if isinstance(err, FileNotFoundError):
+            raise
+        raise MotionFormatError(f"{path}: not a readable .npz file ({err})") from err
+
+
+def stored_fps(data: dict[str, Any], input_fps: float | None, source: str) -> float:
+    """The file's ``fps``; ``input_fps`` may restate it but not contradict it."""
+    fps = check_fps(require(data, "fps", source))
+    if input_fps is not None and check_fps(input_fps, "input_fps") != fps:
+        raise MotionFormatError(
+            f"{source}: the file stores 'fps' = {fps:g}, but an input fps of {input_fps:g} was given"
+        )
+    return fps

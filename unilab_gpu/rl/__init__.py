@@ -1,0 +1,15 @@
+"""Off-policy RL core: networks, replay, SAC and FlashSAC agents.
+
+Everything here is environment-independent and keeps its state on the device: acting, replay
+writes, sampling and updates never read a tensor back to the host, so a training loop can stay
+free of host syncs except for periodic logging.
+
+Map:
+    config          SacConfig / FlashSacConfig (keys of configs/algo/*.yaml)
+    sac, flashsac   SacAgent, FlashSacAgent (act, update, state_dict)
+    agent           shared distributional soft actor-critic update
+    replay          ReplayBuffer: device ring, final-obs side table, n-step sampling
+    sac_networks, flashsac_networks, squashed_gaussian   networks and policy distribution
+    distributional, nstep, reward_scaler, exploration, schedules, obs_norm, weight_norm,
+    temperature, optimization, compiling                 one concept each
+"""

@@ -1,0 +1,140 @@
+"""FlashSAC networks: BatchNorm embedder, inverted residual blocks, RMSNorm, categorical critic.
+
+Architecture of FlashSAC (Kim, Lee et al., "FlashSAC: Fast and Stable Off-Policy Reinforcement
+Learning for High-Dimensional Robot Control", arXiv:2604.04539, 2026), which builds on SimBa
+(Lee et al., ICLR 2025: residual MLP blocks with input normalisation) and SimbaV2 (Lee et al.,
+ICML 2025: norm-bounded features and unit-norm weights):
+
+    x -> BatchNorm -> Linear(in, h)                                   (embedder)
+      -> [ x + ReLU(BN(Linear(4h, h)(ReLU(BN(Linear(h, 4h)(x)))))) ] * num_blocks
+      -> RMSNorm -> head
+
+BatchNorm sits before each nonlinearity so that large replay batches, not per-sample scale,
+set the feature statistics. Hidden linears carry no bias (the BatchNorm that follows has one).
+Every linear weight row is projected back to unit norm after each optimizer step
+(:mod:`unilab_gpu.rl.weight_norm`).
+
+BatchNorm mode is an explicit ``batch_stats`` argument instead of ``module.train()`` so that
+one compiled update can use batch statistics for some forwards and running statistics for
+others without recompiling. ``batch_stats=True`` also updates the running statistics.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from unilab_gpu.rl.squashed_gaussian import bounded_log_std, sample_squashed_gaussian
+
+
+class BatchNorm(nn.Module):
+    """Per-feature batch normalisation over ``(batch, dim)`` with an explicit mode flag."""
+
+    def __init__(self, dim: int, momentum: float = 0.01, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.momentum = momentum
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+        self.register_buffer("running_mean", torch.zeros(dim))
+        self.register_buffer("running_var", torch.ones(dim))
+
+    def forward(self, x: torch.Tensor, batch_stats: bool) -> torch.Tensor:
+        return F.batch_norm(
+            x, self.running_mean, self.running_var, self.weight, self.bias, batch_stats, self.momentum, self.eps
+        )
+
+
+class InvertedResidualBlock(nn.Module):
+    """``x + ReLU(BN(W2 ReLU(BN(W1 x))))`` with ``W1: h -> expansion*h``, ``W2: expansion*h -> h``."""
+
+    def __init__(self, hidden_dim: int, expansion: int = 4) -> None:
+        super().__init__()
+        self.expand = nn.Linear(hidden_dim, expansion * hidden_dim, bias=False)
+        self.norm1 = BatchNorm(expansion * hidden_dim)
+        self.contract = nn.Linear(expansion * hidden_dim, hidden_dim, bias=False)
+        self.norm2 = BatchNorm(hidden_dim)
+
+    def forward(self, x: torch.Tensor, batch_stats: bool) -> torch.Tensor:
+        y = F.relu(self.norm1(self.expand(x), batch_stats))
+        y = F.relu(self.norm2(self.contract(y), batch_stats))
+        return x + y
+
+
+class FlashTrunk(nn.Module):
+    """Embedder, ``num_blocks`` inverted residual blocks and a final RMSNorm: ``(B, in) -> (B, h)``."""
+
+    def __init__(self, in_dim: int, hidden_dim: int, num_blocks: int) -> None:
+        super().__init__()
+        self.input_norm = BatchNorm(in_dim)
+        self.embed = nn.Linear(in_dim, hidden_dim, bias=False)
+        self.blocks = nn.ModuleList([InvertedResidualBlock(hidden_dim) for _ in range(num_blocks)])
+        self.output_norm = nn.RMSNorm(hidden_dim, eps=1e-6)
+
+    def forward(self, x: torch.Tensor, batch_stats: bool) -> torch.Tensor:
+        x = self.embed(self.input_norm(x, batch_stats))
+        for block in self.blocks:
+            x = block(x, batch_stats)
+        return self.output_norm(x)
+
+
+class FlashActor(nn.Module):
+    """Squashed-Gaussian policy on a FlashSAC trunk."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden_dim: int,
+        num_blocks: int,
+        log_std_min: float = -10.0,
+        log_std_max: float = 2.0,
+    ) -> None:
+        super().__init__()
+        self.act_dim = act_dim
+        self.log_std_min = log_std_min
+        self.log_std_max = log_std_max
+        self.trunk = FlashTrunk(obs_dim, hidden_dim, num_blocks)
+        self.mean_head = nn.Linear(hidden_dim, act_dim)
+        self.log_std_head = nn.Linear(hidden_dim, act_dim)
+
+    def forward(self, obs: torch.Tensor, batch_stats: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(batch, obs_dim)`` -> pre-tanh ``mean`` and ``log_std``, each ``(batch, act_dim)``."""
+        h = self.trunk(obs, batch_stats)
+        log_std = bounded_log_std(self.log_std_head(h), self.log_std_min, self.log_std_max)
+        return self.mean_head(h), log_std
+
+    def sample(self, obs: torch.Tensor, batch_stats: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised ``action`` ``(batch, act_dim)`` and ``log_prob`` ``(batch,)``."""
+        mean, log_std = self(obs, batch_stats)
+        return sample_squashed_gaussian(mean, log_std, torch.randn_like(mean))
+
+
+class TwinFlashCritic(nn.Module):
+    """Two categorical critics on FlashSAC trunks; logits ``(2, batch, num_atoms)``."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden_dim: int, num_blocks: int, num_atoms: int) -> None:
+        super().__init__()
+        self.trunks = nn.ModuleList([FlashTrunk(obs_dim + act_dim, hidden_dim, num_blocks) for _ in range(2)])
+        self.heads = nn.ModuleList([nn.Linear(hidden_dim, num_atoms) for _ in range(2)])
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor, batch_stats: bool) -> torch.Tensor:
+        x = torch.cat([obs, action], dim=-1)
+        return torch.stack([head(trunk(x, batch_stats)) for trunk, head in zip(self.trunks, self.heads, strict=True)])
+
+    def joint(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        next_obs: torch.Tensor,
+        next_action: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits for ``(s, a)`` and ``(s', a')`` from one batch-statistics forward.
+
+        Concatenating the two batches makes every BatchNorm normalise both with the same
+        statistics, so current and bootstrap values live on one feature scale (the joint forward
+        of CrossQ, Bhatt et al., ICLR 2024, used by FlashSAC). Returns two ``(2, batch, atoms)``.
+        """
+        logits = self(torch.cat([obs, next_obs]), torch.cat([action, next_action]), batch_stats=True)
+        return logits.split(obs.shape[0], dim=1)

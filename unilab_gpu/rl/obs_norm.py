@@ -1,0 +1,67 @@
+"""Running observation normalisation (per-feature mean and variance).
+
+Statistics are merged batch by batch with the parallel algorithm of Chan, Golub and LeVeque
+(1979), entirely on the device. Normalising inputs by running statistics is standard in
+massively parallel off-policy RL (e.g. FastTD3, Seo et al. 2025).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class ObsNormalizer(nn.Module):
+    """``(x - mean) / sqrt(var + eps)`` with running statistics over ``(batch, dim)`` inputs.
+
+    Args:
+        dim: feature size.
+        eps: variance floor inside the square root.
+        clip: normalised values are clipped to ``[-clip, clip]`` (``None`` disables).
+        enabled: ``False`` makes the module the identity (no statistics kept up to date).
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        eps: float = 1e-8,
+        clip: float | None = 10.0,
+        enabled: bool = True,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        self.dim = dim
+        self.eps = eps
+        self.clip = clip
+        self.enabled = enabled
+        self.register_buffer("mean", torch.zeros(dim, device=device))
+        self.register_buffer("var", torch.ones(dim, device=device))
+        self.register_buffer("count", torch.zeros((), device=device))
+
+    def _check(self, x: torch.Tensor) -> None:
+        if x.dim() != 2 or x.shape[-1] != self.dim:
+            raise ValueError(f"observations must have shape (batch, {self.dim}), got {tuple(x.shape)}")
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Merge the statistics of a batch ``(batch, dim)``."""
+        self._check(x)
+        if not self.enabled:
+            return
+        batch_count = x.shape[0]
+        batch_mean = x.mean(dim=0)
+        batch_var = x.var(dim=0, correction=0)
+        total = self.count + batch_count
+        delta = batch_mean - self.mean
+        m2 = self.var * self.count + batch_var * batch_count + delta.square() * self.count * batch_count / total
+        self.mean.add_(delta * batch_count / total)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalised copy of ``x`` ``(batch, dim)``."""
+        self._check(x)
+        if not self.enabled:
+            return x
+        y = (x - self.mean) * torch.rsqrt(self.var + self.eps)
+        return y if self.clip is None else y.clamp(-self.clip, self.clip)
