@@ -1,0 +1,1 @@
+"""Task-independent term functions: observations, rewards, terminations, events."""

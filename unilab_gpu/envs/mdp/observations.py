@@ -1,0 +1,49 @@
+"""Observation terms: ``f(env, **params) -> (num_envs, d)``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from unilab_gpu.utils.rotations import quat_apply_inverse
+
+if TYPE_CHECKING:
+    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+
+
+def joint_pos_rel(env: ManagerBasedRlEnv) -> torch.Tensor:
+    """Joint positions minus the default pose, ``(num_envs, num_joints)``."""
+    return env.robot.joint_pos - env.robot.default_joint_pos
+
+
+def joint_vel(env: ManagerBasedRlEnv) -> torch.Tensor:
+    """Joint velocities, ``(num_envs, num_joints)``."""
+    return env.robot.joint_vel
+
+
+def joint_pos_cos_sin(env: ManagerBasedRlEnv) -> torch.Tensor:
+    """``[cos q, sin q]`` of every joint, ``(num_envs, 2 * num_joints)`` (continuous in q)."""
+    q = env.robot.joint_pos
+    return torch.cat([torch.cos(q), torch.sin(q)], dim=1)
+
+
+def last_action(env: ManagerBasedRlEnv) -> torch.Tensor:
+    """The action applied this step, ``(num_envs, action_dim)``."""
+    return env.action_manager.last_action
+
+
+def sensor(env: ManagerBasedRlEnv, sensor_cols: torch.Tensor) -> torch.Tensor:
+    """Raw sensor values (``sensor_names`` in the config), ``(num_envs, len(cols))``."""
+    return env.sim.state.sensordata[:, sensor_cols]
+
+
+def projected_gravity(env: ManagerBasedRlEnv) -> torch.Tensor:
+    """World gravity direction in the root frame, ``(num_envs, 3)``; ``[0, 0, -1]`` upright."""
+    down = torch.tensor([0.0, 0.0, -1.0], device=env.device).expand(env.num_envs, 3)
+    return quat_apply_inverse(env.robot.root_quat_w, down)
+
+
+def root_height(env: ManagerBasedRlEnv) -> torch.Tensor:
+    """Root height above the world origin, ``(num_envs, 1)``."""
+    return env.robot.root_pos_w[:, 2:3]

@@ -1,0 +1,42 @@
+"""Commands: per-row state (e.g. a motion clip and frame) advanced every step, reset per row."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from unilab_gpu.managers.term import Term
+from unilab_gpu.managers.term_cfg import CommandTermCfg
+
+if TYPE_CHECKING:
+    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+
+
+class CommandManager:
+    """Command terms are classes with ``update(env)``, ``reset(env_ids)`` and a ``command`` tensor."""
+
+    def __init__(self, cfg: dict[str, CommandTermCfg | None], env: ManagerBasedRlEnv) -> None:
+        self.terms: dict[str, Term] = {}
+        for name, c in cfg.items():
+            if c is None:
+                continue
+            term = Term(name, c, env, f"commands.{name}")
+            for method in ("update", "reset"):
+                if not callable(getattr(term.instance, method, None)):
+                    raise TypeError(f"commands.{name}.func: a command term must be a class with {method}()")
+            self.terms[name] = term
+
+    def get(self, name: str) -> Any:
+        """The command term object ``name`` (terms read its ``command`` and other state)."""
+        if name not in self.terms:
+            raise KeyError(f"no command term '{name}'; configured: {list(self.terms)}")
+        return self.terms[name].instance
+
+    def update(self, env: ManagerBasedRlEnv) -> None:
+        for term in self.terms.values():
+            term.instance.update(env)
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        for term in self.terms.values():
+            term.reset(env_ids)

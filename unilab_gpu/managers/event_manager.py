@@ -1,0 +1,72 @@
+"""Events: startup (once), reset (rows starting an episode) and interval (per-row timers)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from unilab_gpu.managers.term import Term
+from unilab_gpu.managers.term_cfg import EventTermCfg
+
+if TYPE_CHECKING:
+    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+
+EVENT_MODES = ("startup", "reset", "interval")
+
+
+class EventManager:
+    """Calls event terms by mode.
+
+    ``startup`` and ``reset`` terms are called as ``f(env, env_ids)`` (ids padded with
+    ``num_envs`` for reset); reset terms edit the reset staging state ``env.reset_qpos`` /
+    ``env.reset_qvel`` of the rows being reset. ``interval`` terms are called as
+    ``f(env, mask)`` every step with ``mask`` the ``(num_envs,)`` rows whose timer expired, and
+    must act only on those rows (``torch.where``), so the step keeps a static shape.
+    """
+
+    def __init__(self, cfg: dict[str, EventTermCfg | None], env: ManagerBasedRlEnv) -> None:
+        self.by_mode: dict[str, list[Term]] = {mode: [] for mode in EVENT_MODES}
+        self.intervals: list[tuple[float, float]] = []
+        for name, c in cfg.items():
+            if c is None:
+                continue
+            where = f"events.{name}"
+            if c.mode not in EVENT_MODES:
+                raise ValueError(f"{where}.mode must be one of {EVENT_MODES}, got '{c.mode}'")
+            if c.mode == "interval":
+                bounds = c.interval_range_s
+                if bounds is None or len(bounds) != 2 or not 0 < bounds[0] <= bounds[1]:
+                    raise ValueError(f"{where}.interval_range_s must be [low, high] with 0 < low <= high")
+                self.intervals.append((float(c.interval_range_s[0]), float(c.interval_range_s[1])))
+            call_args = ("mask",) if c.mode == "interval" else ("env_ids",)
+            self.by_mode[c.mode].append(Term(name, c, env, where, call_args))
+        n = env.num_envs
+        self.step_dt = env.step_dt
+        self.time_left = torch.zeros(n, len(self.intervals), device=env.device)
+        """Seconds until each row's next interval event, ``(num_envs, num_interval_terms)``."""
+        self._low = torch.tensor([lo for lo, _ in self.intervals], device=env.device)
+        self._span = torch.tensor([hi - lo for lo, hi in self.intervals], device=env.device)
+        if self.intervals:
+            self.time_left.copy_(self._draw(n))
+
+    def apply_startup(self, env: ManagerBasedRlEnv) -> None:
+        ids = torch.arange(env.num_envs, device=env.device)
+        for term in self.by_mode["startup"]:
+            term(env, ids)
+
+    def apply_reset(self, env: ManagerBasedRlEnv, env_ids: torch.Tensor) -> None:
+        for term in self.by_mode["reset"]:
+            term(env, env_ids)
+
+    def apply_interval(self, env: ManagerBasedRlEnv) -> None:
+        if not self.intervals:
+            return
+        self.time_left.sub_(self.step_dt)
+        due = self.time_left <= 0.0
+        for i, term in enumerate(self.by_mode["interval"]):
+            term(env, due[:, i])
+        self.time_left.copy_(torch.where(due, self._draw(self.time_left.shape[0]), self.time_left))
+
+    def _draw(self, rows: int) -> torch.Tensor:
+        return self._low + self._span * torch.rand(rows, len(self.intervals), device=self._low.device)

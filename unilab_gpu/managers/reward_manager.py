@@ -1,0 +1,47 @@
+"""Rewards: ``sum_i weight_i * term_i * step_dt`` with per-term episode sums on the device."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from unilab_gpu.envs.row_buffers import rows_with_dummy
+from unilab_gpu.managers.term import Term
+from unilab_gpu.managers.term_cfg import RewardTermCfg
+
+if TYPE_CHECKING:
+    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+
+
+class RewardManager:
+    """Evaluates the reward terms and keeps each row's running per-term episode sums."""
+
+    def __init__(self, cfg: dict[str, RewardTermCfg | None], env: ManagerBasedRlEnv) -> None:
+        self.terms = [Term(name, c, env, f"rewards.{name}") for name, c in cfg.items() if c is not None]
+        n, device = env.num_envs, env.device
+        self.weights = torch.tensor([t.cfg.weight for t in self.terms], dtype=torch.float32, device=device)
+        self.step_dt = env.step_dt
+        self.reward = torch.zeros(n, device=device)
+        """This step's reward, ``(num_envs,)``."""
+        self.step_terms = torch.zeros(n, len(self.terms), device=device)
+        """This step's weighted contribution of each term, ``(num_envs, num_terms)``."""
+        self._sums_storage, self.episode_sums = rows_with_dummy(n, len(self.terms), device=device)
+        """Per-term reward summed over the current episode, ``(num_envs, num_terms)``."""
+
+    @property
+    def term_names(self) -> list[str]:
+        return [t.name for t in self.terms]
+
+    def compute(self, env: ManagerBasedRlEnv) -> torch.Tensor:
+        for i, term in enumerate(self.terms):
+            self.step_terms[:, i] = term(env)
+        self.step_terms.mul_(self.weights * self.step_dt)
+        self.reward.copy_(self.step_terms.sum(dim=1))
+        self.episode_sums.add_(self.step_terms)
+        return self.reward
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        self._sums_storage.index_fill_(0, env_ids, 0.0)
+        for term in self.terms:
+            term.reset(env_ids)

@@ -1,0 +1,91 @@
+"""Configuration of manager terms, as written in the task YAML under ``configs/task/``.
+
+A term names a function ``f(env, **params) -> Tensor`` or a class by dotted path
+(``"unilab_gpu.envs.mdp.rewards:joint_vel_l2"`` or ``"unilab_gpu.envs.mdp.rewards.joint_vel_l2"``).
+A class term is built once as ``cls(env, **params)``, called as ``term(env)`` every step and
+``term.reset(env_ids)`` for rows that start a new episode.
+
+Parameters whose names end in ``_names`` are resolved to indices when the manager is built, so
+the hot path never sees a string: ``body_names`` -> ``body_ids`` (MuJoCo body ids),
+``joint_names`` -> ``joint_ids`` (columns of ``env.robot.joint_pos``), ``site_names`` ->
+``site_ids``, ``geom_names`` -> ``geom_ids``, ``sensor_names`` -> ``sensor_cols`` (columns of
+``sensordata``), all int64 tensors on the env's device. Entries are names or full-match regular
+expressions; unknown ones fail with the closest matches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class TermCfg:
+    func: str = "???"
+    """Dotted path of the term function or class."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the term (``*_names`` entries are resolved to ids)."""
+
+
+@dataclass
+class RewardTermCfg(TermCfg):
+    weight: float = 1.0
+    """The step reward adds ``weight * term * step_dt``."""
+
+
+@dataclass
+class TerminationTermCfg(TermCfg):
+    time_out: bool = False
+    """True: the episode is truncated (bootstrap from the final observation), not terminated."""
+
+
+@dataclass
+class NoiseCfg:
+    kind: str = "uniform"
+    """``uniform`` (on ``[low, high]``) or ``gaussian`` (``std``)."""
+    low: float = 0.0
+    high: float = 0.0
+    std: float = 0.0
+
+
+@dataclass
+class ObservationTermCfg(TermCfg):
+    noise: NoiseCfg | None = None
+    """Added noise (policy groups; disable per group with ``enable_noise: false``)."""
+    clip: list[float] | None = None
+    """``[low, high]`` applied after noise."""
+    scale: float = 1.0
+    """Multiplies the term after clipping."""
+    history: int = 1
+    """Number of most recent values kept; the group holds them oldest first."""
+
+
+@dataclass
+class ObservationGroupCfg:
+    terms: dict[str, ObservationTermCfg | None] = field(default_factory=dict)
+    enable_noise: bool = True
+
+
+@dataclass
+class EventTermCfg(TermCfg):
+    mode: str = "reset"
+    """``startup`` (once at construction), ``reset`` (rows starting an episode) or ``interval``."""
+    interval_range_s: list[float] | None = None
+    """``[low, high]`` seconds between interval events, drawn per row."""
+
+
+@dataclass
+class CommandTermCfg(TermCfg):
+    """A class term with ``update(env)`` (advance every step), ``reset(env_ids)`` and ``command``."""
+
+
+@dataclass
+class ActionCfg:
+    kind: str = "joint_position"
+    """``joint_position``: ctrl = default joint pos + scale * action (position actuators);
+    ``actuator_ctrl``: ctrl = scale * action (motors)."""
+    actuator_names: list[str] = field(default_factory=lambda: [".*"])
+    scale: Any = 1.0
+    """A float, or a mapping from actuator-name regex to float."""
+    clip: list[float] | None = None
+    """``[low, high]`` applied to the raw action before scaling."""

@@ -1,0 +1,1 @@
+"""Tasks: task-specific terms; each task's configuration is ``configs/task/<task>.yaml``."""
