@@ -23,7 +23,7 @@ def _forced(env):
     return env.termination_manager.terms[env.termination_manager.term_names.index("forced")].instance
 
 
-@pytest.mark.parametrize("task", ["pendulum", "g1_stand"])
+@pytest.mark.parametrize("task", ["pendulum", "g1_stand", "g1_tracking"])
 def test_step_and_reset_never_sync_the_host(task: str) -> None:
     env = make_env(task, num_envs=4, compile=False, overrides=["episode_length_s=0.2"])
     actions = torch.zeros(4, env.action_dim)
@@ -104,7 +104,7 @@ def test_more_ends_than_capacity_are_all_reset() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task,num_envs", [("pendulum", 6), ("g1_stand", 3)])
+@pytest.mark.parametrize("task,num_envs", [("pendulum", 6), ("g1_stand", 3), ("g1_tracking", 3)])
 def test_compiled_step_equals_eager(task: str, num_envs: int) -> None:
     overrides = ["episode_length_s=0.5"]  # resets within the 50 steps
     envs = [make_env(task, num_envs=num_envs, overrides=overrides, seed=7, compile=c) for c in (False, True)]

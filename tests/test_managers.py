@@ -132,7 +132,10 @@ def test_terminations_split_time_out_from_failure() -> None:
 
 
 def test_interval_event_fires_on_each_rows_timer() -> None:
-    overrides = ["events.push.interval_range_s=[0.1,0.1]", "events.push.params.velocity_range=[2.0,2.0]"]
+    overrides = [
+        "events.push.interval_range_s=[0.1,0.1]",
+        "events.push.params.velocity_range=[[2,2],[2,2],[0,0],[0,0],[0,0],[0,0]]",
+    ]
     env = make_env("g1_stand", num_envs=2, compile=False, overrides=overrides + ["events.joint_noise=null"])
     env.reset()
     env.step(torch.zeros(2, 29))  # 0.02 s

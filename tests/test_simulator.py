@@ -202,3 +202,40 @@ def test_bad_input_is_rejected(sim: Simulator) -> None:
 
 def wp_numpy(array) -> np.ndarray:
     return array.numpy().copy()
+
+
+def test_body_contact_flags_match_mujoco_contacts() -> None:
+    sim = Simulator.from_file("g1", 2, keyframe="stand")
+    model = sim.mj_model
+    qpos, qvel = _perturbed_states(model, 2, seed=6)
+    qpos[1, 2] -= 0.35  # world 1: pelvis low enough for knees/hands to hit the floor
+    _reset_all(sim, qpos, qvel)
+    sim.step(1)  # contacts of this substep come from the state written above
+    for w in range(2):
+        ref = _reference(model, qpos[w], qvel[w], sim.state.ctrl[w].numpy())
+        touching = {int(model.geom_bodyid[g]) for c in ref.contact[: ref.ncon] if c.dist <= 0 for g in c.geom}
+        flagged = set(np.flatnonzero(sim.state.body_contact[w].numpy()).tolist())
+        assert flagged == touching
+    assert len(flagged) > 0
+
+
+def test_batched_model_field_is_per_world() -> None:
+    sim = Simulator.from_file("g1", 2, keyframe="stand", batched_model_fields=["geom_friction"])
+    friction = sim.model_fields["geom_friction"]
+    assert friction.shape == (2, sim.mj_model.ngeom, 3)
+    feet = sim.geom_ids(".*_foot_.*")
+    friction[1, feet, 0] = 0.3
+    sim.step(1)
+    d = sim.data
+    count = int(d.nacon.numpy()[0])
+    worlds = d.contact.worldid.numpy()[:count]
+    sliding = d.contact.friction.numpy()[:count, 0]
+    # MuJoCo takes the larger friction of the two geoms; the floor has 0.8 in both worlds, so
+    # lower the floor too in world 1 to see the per-world value.
+    assert np.allclose(sliding[worlds == 0], 0.8)
+    friction[1, sim.geom_ids("floor"), 0] = 0.3
+    sim.step(1)
+    count = int(d.nacon.numpy()[0])
+    worlds = d.contact.worldid.numpy()[:count]
+    sliding = d.contact.friction.numpy()[:count, 0]
+    assert np.allclose(sliding[worlds == 1], 0.3) and np.allclose(sliding[worlds == 0], 0.8)

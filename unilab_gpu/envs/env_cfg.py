@@ -33,6 +33,8 @@ class SimCfg:
     """Keyframe for the default state (reset staging and default joint positions)."""
     njmax: int = 300
     nconmax: int = 48
+    batched_model_fields: list[str] = field(default_factory=list)
+    """MJWarp model fields with one copy per world (e.g. ``geom_friction``), for randomization."""
 
 
 @dataclass

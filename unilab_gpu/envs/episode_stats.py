@@ -12,9 +12,10 @@ class EpisodeStats:
     reads them once, for logging.
     """
 
-    def __init__(self, reward_terms: list[str], termination_terms: list[str], device: torch.device) -> None:
-        self.reward_terms = reward_terms
-        self.termination_terms = termination_terms
+    def __init__(self, device: torch.device) -> None:
+        """Created before the managers (terms may ``register`` extras); ``set_terms`` follows."""
+        self.reward_terms: list[str] = []
+        self.termination_terms: list[str] = []
         zeros = lambda *shape: torch.zeros(shape, device=device)  # noqa: E731
         self.episodes = zeros()
         """Episodes ended (terminated or truncated)."""
@@ -22,13 +23,29 @@ class EpisodeStats:
         """Sum of the ended episodes' returns."""
         self.length_sum = zeros()
         """Sum of the ended episodes' lengths in steps."""
-        self.reward_term_sums = zeros(len(reward_terms))
+        self.reward_term_sums = zeros(0)
         """Per reward term, the sum over ended episodes of that term's episode total."""
         self.terminated = zeros()
         self.truncated = zeros()
-        self.termination_term_counts = zeros(len(termination_terms))
+        self.termination_term_counts = zeros(0)
         self.non_finite_states = zeros()
         """Worlds whose state turned non-finite (each was terminated and reset)."""
+        self.extras: dict[str, torch.Tensor] = {}
+        """Scalar device tensors that terms publish for logging (``register``), read by ``summary``."""
+
+    def set_terms(self, reward_terms: list[str], termination_terms: list[str]) -> None:
+        """Size the per-term accumulators (cold path, once the managers exist)."""
+        self.reward_terms = list(reward_terms)
+        self.termination_terms = list(termination_terms)
+        device = self.episodes.device
+        self.reward_term_sums = torch.zeros(len(reward_terms), device=device)
+        self.termination_term_counts = torch.zeros(len(termination_terms), device=device)
+
+    def register(self, name: str, value: torch.Tensor) -> None:
+        """Publish a 0-d device tensor that a term keeps up to date (e.g. a sampler's entropy)."""
+        if value.ndim != 0:
+            raise ValueError(f"stats extra '{name}' must be a 0-d tensor, got shape {tuple(value.shape)}")
+        self.extras[name] = value
 
     def accumulate(
         self,
@@ -52,6 +69,7 @@ class EpisodeStats:
         self.non_finite_states.add_(non_finite.to(torch.float32).sum())
 
     def clear(self) -> None:
+        """Zero the accumulators (published extras belong to their terms and are kept)."""
         for value in vars(self).values():
             if isinstance(value, torch.Tensor):
                 value.zero_()
@@ -72,4 +90,6 @@ class EpisodeStats:
             out[f"reward/{name}"] = value / count
         for name, value in zip(self.termination_terms, self.termination_term_counts.tolist(), strict=True):
             out[f"termination/{name}"] = value / count
+        for name, value in self.extras.items():
+            out[name] = float(value)
         return out

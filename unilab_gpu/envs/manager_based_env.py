@@ -97,6 +97,7 @@ class ManagerBasedRlEnv:
             njmax=cfg.sim.njmax,
             nconmax=cfg.sim.nconmax,
             refresh_capacity=self.reset_capacity,
+            batched_model_fields=cfg.sim.batched_model_fields,
         )
         self.device = self.sim.torch_device
         self.robot = Robot(self.sim, cfg.sim.keyframe)
@@ -107,6 +108,9 @@ class ManagerBasedRlEnv:
         n, k = self.num_envs, self.reset_capacity
         self._length_storage, self.episode_length = rows_with_dummy(n, dtype=torch.int64, device=self.device)
         """Steps since each row's episode started, ``(num_envs,)`` int64."""
+        self.episode_failed_padded, self.episode_failed = rows_with_dummy(n, dtype=torch.bool, device=self.device)
+        """True where the row's last episode ended by a termination (not a time-out), ``(num_envs,)``.
+        At reset, index ``episode_failed_padded`` (one dummy row more) with ``reset_ids``."""
         self._compactor = ResetRowCompactor(n, k, self.device)
         self.reset_ids = self._compactor.env_ids
         """Rows reset in the current step, ``(reset_capacity,)`` int64 padded with ``num_envs``."""
@@ -115,13 +119,14 @@ class ManagerBasedRlEnv:
         self.reset_qvel = torch.zeros(k, self.sim.mj_model.nv, device=self.device)
         """Staging velocities of the rows being reset, ``(reset_capacity, nv)``."""
 
+        self.stats = EpisodeStats(self.device)
         self.action_manager = ActionManager(cfg.actions, self)
         self.command_manager = CommandManager(cfg.commands, self)
         self.event_manager = EventManager(cfg.events, self)
         self.termination_manager = TerminationManager(cfg.terminations, self)
         self.reward_manager = RewardManager(cfg.rewards, self)
         self.observation_manager = ObservationManager(cfg.observations, self)
-        self.stats = EpisodeStats(self.reward_manager.term_names, self.termination_manager.term_names, self.device)
+        self.stats.set_terms(self.reward_manager.term_names, self.termination_manager.term_names)
         self._action_in = torch.zeros(n, self.action_manager.action_dim, device=self.device)
         self._non_finite = torch.zeros(n, dtype=torch.bool, device=self.device)
         self._all_rows = torch.ones(n, dtype=torch.bool, device=self.device)
@@ -171,7 +176,7 @@ class ManagerBasedRlEnv:
         self._reset_all_rows()
         if self._capture and self._graph is None:
             self._action_in.zero_()
-            self._graph = CudaGraph(self._step_body, self.device, warmup=2)
+            self._graph = CudaGraph(self.run_step_body, self.device, warmup=2)
             self._reset_all_rows()
         return self.observation_manager.obs
 
@@ -182,18 +187,13 @@ class ManagerBasedRlEnv:
           actions: ``(num_envs, action_dim)`` float32 on the env's device; copied into the
             persistent action buffer, so the caller may reuse it.
         """
-        if actions.shape != self._action_in.shape or actions.device != self.device:
-            raise ValueError(
-                f"actions must have shape {tuple(self._action_in.shape)} on {self.device}, "
-                f"got {tuple(actions.shape)} on {actions.device}"
-            )
         if self.debug:
             _raise_on_bad_rows("actions", ~torch.isfinite(actions).all(dim=1))
-        self._action_in.copy_(actions)
+        self.set_actions(actions)
         if self._graph is not None:
             self._graph.replay()
         else:
-            self._step_body()
+            self.run_step_body()
         if self.debug:
             _raise_on_bad_rows("state (qpos/qvel)", self._non_finite)
         return self.result
@@ -214,15 +214,36 @@ class ManagerBasedRlEnv:
     # ------------------------------------------------------------------------------------------
     # The step. Only tensor ops and Warp launches on persistent buffers from here on.
 
-    def _step_body(self) -> None:
+    def run_step_body(self, marker: Callable[[str], None] | None = None) -> None:
+        """Run one step on the actions already in the action buffer, without the CUDA graph.
+
+        For profilers: ``marker(phase)`` is called right after each phase of ``STEP_PHASES``
+        (it may record a CUDA event, also while this runs under a CUDA graph capture).
+        """
+        mark = marker or _no_marker
         self._apply_actions()
+        mark("actions")
         self.sim.step(self.cfg.decimation)
+        mark("physics")
         self.sim.refresh()
+        mark("refresh")
         self._evaluate()
         if self.cfg.final_obs:
             self._observe_final()
+        mark("evaluate")
         self._reset_selected_rows()
+        mark("reset")
         self._observe(self._compactor.reset_mask, self.cfg.final_obs)
+        mark("observe")
+
+    def set_actions(self, actions: torch.Tensor) -> None:
+        """Copy ``actions`` (num_envs, action_dim) into the persistent action buffer."""
+        if actions.shape != self._action_in.shape or actions.device != self.device:
+            raise ValueError(
+                f"actions must have shape {tuple(self._action_in.shape)} on {self.device}, "
+                f"got {tuple(actions.shape)} on {actions.device}"
+            )
+        self._action_in.copy_(actions)
 
     def _reset_selected_rows(self) -> None:
         self._stage_resets()
@@ -248,6 +269,7 @@ class ManagerBasedRlEnv:
         rewards = self.reward_manager.compute(self)
         rewards.copy_(torch.where(self._non_finite, torch.zeros_like(rewards), rewards))
         ended = terms.terminated | terms.truncated
+        self.episode_failed.copy_(torch.where(ended, terms.terminated, self.episode_failed))
         self.stats.accumulate(
             ended,
             terms.terminated,
@@ -300,6 +322,14 @@ class ManagerBasedRlEnv:
         self.stats.clear()
         self.action_manager.non_finite_count.zero_()
         self._observe(self._all_rows, False)
+
+
+STEP_PHASES = ("actions", "physics", "refresh", "evaluate", "reset", "observe")
+"""Phases of one env step in order; ``evaluate`` includes the final observations."""
+
+
+def _no_marker(phase: str) -> None:
+    pass
 
 
 def _compiler(enabled: bool) -> Callable[[Callable], Callable]:

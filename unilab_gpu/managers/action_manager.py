@@ -39,7 +39,12 @@ class ActionManager:
         self.action_dim = len(actuators)
         self.ctrl_cols = torch.tensor(actuators, dtype=torch.int64, device=device)
         names = [sim.actuator_names[a] for a in actuators]
-        scale = _per_actuator_scale(cfg.scale, names)
+        if cfg.effort_scale is not None:
+            if cfg.kind != "joint_position":
+                raise ValueError("actions.effort_scale applies to kind 'joint_position' only")
+            scale = [cfg.effort_scale * _effort_over_kp(m, a, sim.actuator_names[a]) for a in actuators]
+        else:
+            scale = _per_actuator_scale(cfg.scale, names)
         self.scale = torch.tensor(scale, dtype=torch.float32, device=device)
         self.clip = cfg.clip
         if cfg.kind == "joint_position":
@@ -81,6 +86,14 @@ class ActionManager:
         """Forget the previous actions of rows starting an episode (ids padded with num_envs)."""
         self._last_storage.index_fill_(0, env_ids, 0.0)
         self._prev_storage.index_fill_(0, env_ids, 0.0)
+
+
+def _effort_over_kp(m, actuator: int, name: str) -> float:
+    kp = float(m.actuator_gainprm[actuator, 0])
+    effort = float(m.actuator_forcerange[actuator, 1])
+    if not m.actuator_forcelimited[actuator] or kp <= 0:
+        raise ValueError(f"actions.effort_scale: actuator '{name}' needs a force limit and kp > 0")
+    return effort / kp
 
 
 def _per_actuator_scale(scale: float | dict[str, float], names: list[str]) -> list[float]:

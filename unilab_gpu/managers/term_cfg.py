@@ -89,3 +89,6 @@ class ActionCfg:
     """A float, or a mapping from actuator-name regex to float."""
     clip: list[float] | None = None
     """``[low, high]`` applied to the raw action before scaling."""
+    effort_scale: float | None = None
+    """``joint_position`` only: per-joint scale = ``effort_scale * effort_limit / kp`` (BeyondMimic
+    uses 0.25: a unit action asks for a quarter of the joint's torque); replaces ``scale``."""

@@ -129,3 +129,28 @@ def scatter_kinematics(
         site_xmat[w, s] = site_xmat_in[i, s]
     for j in range(sensordata.shape[1]):
         sensordata[w, j] = sensordata_in[i, j]
+
+
+@wp.kernel
+def body_contact_flags(
+    nacon: wp.array(dtype=int),
+    contact_worldid: wp.array(dtype=int),
+    contact_geom: wp.array(dtype=wp.vec2i),
+    contact_dist: wp.array(dtype=float),
+    geom_bodyid: wp.array(dtype=int),
+    flags_out: wp.array2d(dtype=float),
+):
+    """Mark both bodies of every touching contact (distance <= 0) in its world.
+
+    One thread per contact slot; slots past the detected count return at once, so the launch has
+    a static size (``naconmax``). ``flags_out`` must be zeroed before.
+    """
+    c = wp.tid()
+    if c >= nacon[0] or contact_dist[c] > 0.0:
+        return
+    w = contact_worldid[c]
+    geoms = contact_geom[c]
+    if geoms[0] >= 0:
+        flags_out[w, geom_bodyid[geoms[0]]] = 1.0
+    if geoms[1] >= 0:
+        flags_out[w, geom_bodyid[geoms[1]]] = 1.0

@@ -78,6 +78,7 @@ class Simulator:
         keyframe: str | None = None,
         cpu_graph: bool = True,
         refresh_capacity: int = 0,
+        batched_model_fields: Sequence[str] = (),
     ) -> None:
         """Put ``mj_model`` on ``device`` for ``num_envs`` worlds.
 
@@ -90,6 +91,8 @@ class Simulator:
           cpu_graph: on CPU, replay substeps from a Warp CPU graph instead of launching eagerly.
           refresh_capacity: number of rows ``refresh(env_ids)`` handles at once (0: only
             full-width refreshes); a scratch batch of this many worlds is allocated now.
+          batched_model_fields: MJWarp model fields to give one copy per world (e.g.
+            ``geom_friction`` for domain randomization), exposed in ``model_fields``.
         """
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
@@ -115,10 +118,11 @@ class Simulator:
             mujoco.mj_resetDataKeyframe(mj_model, initial, resolve_names("keyframe", keyframe, key_names)[0])
 
         with wp.ScopedDevice(self.wp_device):
-            self.model = mjw.put_model(mj_model)
+            self.model = mjw.put_model(mj_model, batch_sizes={f: num_envs for f in batched_model_fields})
             self.data = mjw.make_data(mj_model, nworld=num_envs, nconmax=nconmax, njmax=njmax)
             self._body_lin_vel = wp.zeros((num_envs, mj_model.nbody), dtype=wp.vec3)
             self._body_ang_vel = wp.zeros((num_envs, mj_model.nbody), dtype=wp.vec3)
+            self._body_contact = wp.zeros((num_envs, mj_model.nbody), dtype=float)
             self._scratch = _ScratchBatch(mj_model, refresh_capacity) if refresh_capacity else None
 
         self.state = SimState(
@@ -133,7 +137,10 @@ class Simulator:
             site_pos_w=wp.to_torch(self.data.site_xpos),
             site_rotmat_w=wp.to_torch(self.data.site_xmat),
             sensordata=wp.to_torch(self.data.sensordata),
+            body_contact=wp.to_torch(self._body_contact),
         )
+        self.model_fields = {name: wp.to_torch(getattr(self.model, name)) for name in batched_model_fields}
+        """Per-world model fields, name -> ``(num_envs, ...)`` torch view (write to randomize)."""
         for name in ("qpos", "qvel", "ctrl"):
             getattr(self.state, name).copy_(torch.from_numpy(getattr(initial, name)))
         self.refresh()
@@ -204,16 +211,27 @@ class Simulator:
     # Hot path: no host synchronization, no allocation that outlives the call.
 
     def step(self, substeps: int = 1) -> None:
-        """Advance every world by ``substeps`` physics steps (``ctrl`` held constant)."""
+        """Advance every world by ``substeps`` physics steps (``ctrl`` held constant).
+
+        ``state.body_contact`` then holds the contacts of the last substep.
+        """
         with torch_stream_scope(self.wp_device):
-            if not self.cpu_graph:
+            if self.cpu_graph:
+                graph = self._graphs.get(substeps)
+                if graph is None:
+                    graph = self._record_cpu_graph(substeps)
+                wp.capture_launch(graph)
+            else:
                 for _ in range(substeps):
                     mjw.step(self.model, self.data)
-                return
-            graph = self._graphs.get(substeps)
-            if graph is None:
-                graph = self._record_cpu_graph(substeps)
-            wp.capture_launch(graph)
+            self._body_contact.zero_()
+            d = self.data
+            wp.launch(
+                kernels.body_contact_flags,
+                dim=d.naconmax,
+                inputs=[d.nacon, d.contact.worldid, d.contact.geom, d.contact.dist, self.model.geom_bodyid],
+                outputs=[self._body_contact],
+            )
 
     def refresh(self, env_ids: torch.Tensor | None = None) -> None:
         """Make body/site poses, body velocities and sensors valid for the current qpos/qvel.

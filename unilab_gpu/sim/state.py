@@ -38,6 +38,8 @@ class SimState:
     """Site rotation matrices, ``(num_envs, nsite, 3, 3)``."""
     sensordata: torch.Tensor
     """All sensor outputs, ``(num_envs, nsensordata)``; see ``Simulator.sensor_slice``."""
+    body_contact: torch.Tensor
+    """1.0 where a body touches anything in the last physics substep, else 0.0, ``(num_envs, nbody)``."""
 
     def tensors(self) -> dict[str, torch.Tensor]:
         """Every view by name (for address-stability checks)."""

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from unilab_gpu.utils.rotations import quat_apply_inverse
+
 if TYPE_CHECKING:
     from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
 
@@ -31,9 +33,35 @@ def reset_joints_uniform(
     qvel.add_(lo_v + (hi_v - lo_v) * torch.rand(rows, j, device=env.device))
 
 
-def push_root(env: ManagerBasedRlEnv, mask: torch.Tensor, velocity_range: tuple[float, float]) -> None:
-    """Set a random horizontal root velocity (m/s, uniform per axis) in the rows of ``mask``."""
-    lo, hi = velocity_range
-    qvel = env.sim.state.qvel
-    push = lo + (hi - lo) * torch.rand(env.num_envs, 2, device=env.device)
-    qvel[:, 0:2] = torch.where(mask[:, None], push, qvel[:, 0:2])
+def push_root(env: ManagerBasedRlEnv, mask: torch.Tensor, velocity_range: list[list[float]]) -> None:
+    """Add a random root velocity in the rows of ``mask``.
+
+    Args:
+      velocity_range: six ``[low, high]`` pairs for the world-frame linear (x, y, z, m/s) and
+        angular (roll, pitch, yaw rates, rad/s) velocity change, drawn uniformly per row.
+    """
+    bounds = torch.tensor(velocity_range, dtype=torch.float32, device=env.device)
+    if bounds.shape != (6, 2):
+        raise ValueError(f"push_root velocity_range must be 6 [low, high] pairs, got shape {tuple(bounds.shape)}")
+    delta = bounds[:, 0] + (bounds[:, 1] - bounds[:, 0]) * torch.rand(env.num_envs, 6, device=env.device)
+    delta = torch.where(mask[:, None], delta, torch.zeros_like(delta))
+    robot = env.robot
+    robot.root_lin_vel_w.add_(delta[:, :3])
+    # The free joint's angular velocity is in the root frame.
+    robot.root_ang_vel_b.add_(quat_apply_inverse(robot.root_quat_w, delta[:, 3:]))
+
+
+def randomize_geom_friction(
+    env: ManagerBasedRlEnv, env_ids: torch.Tensor, geom_ids: torch.Tensor, friction_range: list[float]
+) -> None:
+    """Draw the sliding friction of ``geom_names`` per world, uniform in ``friction_range``.
+
+    Needs ``sim.batched_model_fields: [geom_friction]``; meant for ``mode: startup``.
+    """
+    friction = env.sim.model_fields.get("geom_friction")
+    if friction is None:
+        raise ValueError("randomize_geom_friction needs sim.batched_model_fields to include 'geom_friction'")
+    lo, hi = friction_range
+    rows = env_ids.clamp(max=env.num_envs - 1)
+    values = lo + (hi - lo) * torch.rand(rows.shape[0], geom_ids.shape[0], device=env.device)
+    friction[rows[:, None], geom_ids[None, :], 0] = values

@@ -54,3 +54,8 @@ def upright(env: ManagerBasedRlEnv) -> torch.Tensor:
 def root_height_l2(env: ManagerBasedRlEnv, target: float) -> torch.Tensor:
     """``(z_root - target)^2``."""
     return torch.square(env.robot.root_pos_w[:, 2] - target)
+
+
+def undesired_contacts(env: ManagerBasedRlEnv, body_ids: torch.Tensor) -> torch.Tensor:
+    """Number of the given bodies touching anything in the last physics substep."""
+    return torch.sum(env.sim.state.body_contact[:, body_ids], dim=1)

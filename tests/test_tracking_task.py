@@ -1,0 +1,213 @@
+"""G1 tracking task: terms against NumPy, reset reproduces the reference, teleport earns ~max."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.utils.sync_audit import no_host_sync
+
+REAL_CLIP = Path(__file__).resolve().parents[1].parent / "shared" / "motions" / "g1" / "largebox_carry.npz"
+QUIET = ["events.push=null", "commands.motion.params.synthetic_seconds=4.0"]
+NO_NOISE = [
+    "commands.motion.params.pose_range=[[0,0],[0,0],[0,0],[0,0],[0,0],[0,0]]",
+    "commands.motion.params.velocity_range=[[0,0],[0,0],[0,0],[0,0],[0,0],[0,0]]",
+    "commands.motion.params.joint_position_range=[0,0]",
+]
+
+
+# Independent NumPy quaternion math (wxyz), written here so the test does not reuse the code under test.
+def q_mul(a, b):
+    aw, ax, ay, az = np.moveaxis(a, -1, 0)
+    bw, bx, by, bz = np.moveaxis(b, -1, 0)
+    return np.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
+                     aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], -1)
+
+
+def q_conj(q):
+    return q * np.array([1.0, -1.0, -1.0, -1.0])
+
+
+def q_rot(q, v):
+    vq = np.concatenate([np.zeros(v.shape[:-1] + (1,)), v], -1)
+    return q_mul(q_mul(q, vq), q_conj(q))[..., 1:]
+
+
+def q_angle(a, b):
+    d = q_mul(q_conj(a), b)
+    return 2.0 * np.arctan2(np.linalg.norm(d[..., 1:], axis=-1), np.abs(d[..., 0]))
+
+
+def q_yaw(q):
+    w, x, y, z = np.moveaxis(q, -1, 0)
+    yaw = np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+    return np.stack([np.cos(yaw / 2), 0 * yaw, 0 * yaw, np.sin(yaw / 2)], -1)
+
+
+@pytest.fixture(scope="module")
+def env():
+    env = make_env("g1_tracking", num_envs=6, compile=False, overrides=QUIET)
+    env.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        env.step(torch.from_numpy(rng.uniform(-1, 1, (6, 29)).astype(np.float32)))
+    return env
+
+
+def _arrays(env):
+    cmd = env.command_manager.get("motion")
+    n = lambda t: t.double().numpy()  # noqa: E731
+    return cmd, {
+        "ref_pos": n(cmd.body_pos_w), "ref_quat": n(cmd.body_quat_w), "ref_lin": n(cmd.body_lin_vel_w),
+        "ref_ang": n(cmd.body_ang_vel_w), "pos": n(cmd.robot_body_pos_w), "quat": n(cmd.robot_body_quat_w),
+        "lin": n(cmd.robot_body_lin_vel_w), "ang": n(cmd.robot_body_ang_vel_w), "a": cmd.anchor_index,
+    }
+
+
+def test_dimensions(env) -> None:
+    assert env.observation_dims == {"policy": 160, "critic": 286}
+    assert env.action_dim == 29
+    no_se = make_env("g1_tracking_no_state_estimation", num_envs=1, compile=False, overrides=QUIET)
+    assert no_se.observation_dims == {"policy": 154, "critic": 286}
+
+
+def test_relative_targets_and_rewards_against_numpy(env) -> None:
+    from unilab_gpu.tasks.tracking import rewards as R
+
+    cmd, x = _arrays(env)
+    a = x["a"]
+    heading = q_yaw(q_mul(x["quat"][:, a], q_conj(x["ref_quat"][:, a])))[:, None]
+    shift = np.concatenate([x["pos"][:, a, None, :2], x["ref_pos"][:, a, None, 2:]], -1)
+    rel_pos = shift + q_rot(np.broadcast_to(heading, x["ref_quat"].shape), x["ref_pos"] - x["ref_pos"][:, a, None])
+    rel_quat = q_mul(np.broadcast_to(heading, x["ref_quat"].shape), x["ref_quat"])
+    # Relative targets are computed after physics; rows reset since then keep the old ones.
+    kept = env.episode_length.numpy() > 0
+    assert kept.sum() >= 3
+    np.testing.assert_allclose(cmd.body_pos_relative_w.numpy()[kept], rel_pos[kept], atol=1e-5)
+    dots = np.abs((cmd.body_quat_relative_w.numpy() * rel_quat).sum(-1))[kept]
+    np.testing.assert_allclose(dots, 1.0, atol=1e-5)
+
+    expected = {
+        "anchor_position_exp": np.exp(-np.sum((x["ref_pos"][:, a] - x["pos"][:, a]) ** 2, -1) / 0.3**2),
+        "anchor_orientation_exp": np.exp(-q_angle(x["ref_quat"][:, a], x["quat"][:, a]) ** 2 / 0.4**2),
+        "relative_body_position_exp": np.exp(-np.mean(np.sum((rel_pos - x["pos"]) ** 2, -1), -1) / 0.3**2),
+        "relative_body_orientation_exp": np.exp(-np.mean(q_angle(rel_quat, x["quat"]) ** 2, -1) / 0.4**2),
+        "body_linear_velocity_exp": np.exp(-np.mean(np.sum((x["ref_lin"] - x["lin"]) ** 2, -1), -1) / 1.0),
+        "body_angular_velocity_exp": np.exp(-np.mean(np.sum((x["ref_ang"] - x["ang"]) ** 2, -1), -1) / 3.14**2),
+    }
+    stds = {"anchor_position_exp": 0.3, "anchor_orientation_exp": 0.4, "relative_body_position_exp": 0.3,
+            "relative_body_orientation_exp": 0.4, "body_linear_velocity_exp": 1.0, "body_angular_velocity_exp": 3.14}
+    for name, value in expected.items():
+        got = getattr(R, name)(env, std=stds[name]).double().numpy()
+        np.testing.assert_allclose(got[kept], value[kept], rtol=1e-4, atol=1e-6, err_msg=name)
+        assert np.ptp(value) > 0  # the random states really differ
+
+
+def test_terminations_against_numpy(env) -> None:
+    from unilab_gpu.tasks.tracking import terminations as T
+
+    cmd, x = _arrays(env)
+    a = x["a"]
+    for threshold in (0.001, 0.01, 0.25):
+        height = np.abs(x["ref_pos"][:, a, 2] - x["pos"][:, a, 2]) > threshold
+        assert T.anchor_height_error(env, threshold).numpy().tolist() == height.tolist()
+        down = np.array([0.0, 0.0, -1.0])
+        g_ref = q_rot(q_conj(x["ref_quat"][:, a]), np.broadcast_to(down, (6, 3)))[:, 2]
+        g_rob = q_rot(q_conj(x["quat"][:, a]), np.broadcast_to(down, (6, 3)))[:, 2]
+        assert T.anchor_orientation_error(env, threshold).numpy().tolist() == (np.abs(g_ref - g_rob) > threshold).tolist()
+    ee = env.sim.body_ids(["left_ankle_roll_link", "right_wrist_yaw_link"])
+    term = T.BodyHeightError(env, torch.tensor(ee), threshold=0.01)
+    index = [cmd.body_names.index(n) for n in ("left_ankle_roll_link", "right_wrist_yaw_link")]
+    rel_z = cmd.body_pos_relative_w.double().numpy()[:, index, 2]
+    expected = np.any(np.abs(rel_z - x["pos"][:, index, 2]) > 0.01, axis=1)
+    assert term(env).numpy().tolist() == expected.tolist()
+    with pytest.raises(ValueError, match="not tracked"):
+        T.BodyHeightError(env, torch.tensor(env.sim.body_ids(["waist_yaw_link"])), threshold=0.1)
+
+
+def test_observations_against_numpy(env) -> None:
+    from unilab_gpu.tasks.tracking import observations as O
+
+    cmd, x = _arrays(env)
+    a = x["a"]
+    anchor_pos_b = q_rot(q_conj(x["quat"][:, a]), x["ref_pos"][:, a] - x["pos"][:, a])
+    np.testing.assert_allclose(O.motion_anchor_pos_b(env).numpy(), anchor_pos_b, atol=1e-5)
+    rel = q_mul(q_conj(x["quat"][:, a]), x["ref_quat"][:, a])
+    # Columns 0 and 1 of R(rel) are R(rel) applied to e_x and e_y; flattened row-major as (3, 2).
+    cols = np.stack([q_rot(rel, np.broadcast_to(e, (6, 3))) for e in np.eye(3)[:2]], -1).reshape(6, 6)
+    np.testing.assert_allclose(O.motion_anchor_ori_b(env).numpy(), cols, atol=1e-5)
+    body_b = q_rot(np.broadcast_to(q_conj(x["quat"][:, a])[:, None], x["quat"].shape), x["pos"] - x["pos"][:, a, None])
+    np.testing.assert_allclose(O.robot_body_pos_b(env).numpy(), body_b.reshape(6, -1), atol=1e-5)
+
+
+def test_zero_noise_reset_reproduces_reference_frame() -> None:
+    env = make_env("g1_tracking", num_envs=4, compile=False, overrides=QUIET + NO_NOISE)
+    env.reset()
+    cmd = env.command_manager.get("motion")
+    ref = cmd.library.gather(cmd.clip, cmd.frame)
+    np.testing.assert_allclose(cmd.robot_body_pos_w.numpy(), ref.body_pos_w.numpy(), atol=2e-5)
+    np.testing.assert_allclose(
+        (cmd.robot_body_quat_w * ref.body_quat_w).sum(-1).abs().numpy(), 1.0, atol=2e-5
+    )
+    np.testing.assert_allclose(cmd.robot_body_lin_vel_w.numpy(), ref.body_lin_vel_w.numpy(), atol=2e-3)
+    assert len(set(cmd.frame.tolist())) > 1  # rows started at different frames
+
+
+def test_teleported_robot_earns_near_max_reward_and_never_fails() -> None:
+    env = make_env("g1_tracking", num_envs=4, compile=False, overrides=QUIET + NO_NOISE + ["episode_length_s=100"])
+    env.reset()
+    cmd = env.command_manager.get("motion")
+    ids = torch.arange(4)
+    lib = cmd.library
+    qpos_cols, qvel_cols = env.robot.qpos_slice, env.robot.qvel_slice
+
+    def teleport(phase: str) -> None:
+        if phase != "physics":
+            return
+        # Put the robot exactly where the reference will be when rewards are evaluated (frame + 1).
+        ref = lib.gather(cmd.clip, cmd.frame + 1)
+        qpos = torch.zeros(4, env.sim.mj_model.nq)
+        qvel = torch.zeros(4, env.sim.mj_model.nv)
+        qpos[:, :3], qpos[:, 3:7], qpos[:, qpos_cols] = ref.root_pos, ref.root_quat, ref.joint_pos
+        from unilab_gpu.utils.rotations import quat_apply_inverse
+
+        qvel[:, :3], qvel[:, 3:6] = ref.root_lin_vel, quat_apply_inverse(ref.root_quat, ref.root_ang_vel)
+        qvel[:, qvel_cols] = ref.joint_vel
+        env.sim.write_rows(ids, qpos, qvel)
+
+    positive = env.reward_manager.weights.clamp(min=0).sum() * env.step_dt
+    for _ in range(40):
+        env.set_actions(torch.zeros(4, 29))
+        env.run_step_body(teleport)
+        assert not env.termination_manager.terminated.any()
+        ended = env.termination_manager.truncated
+        reward = env.reward_manager.reward[~ended]
+        assert torch.all(reward > 0.97 * positive), reward / positive
+
+
+def test_adaptive_sampler_learns_from_failures() -> None:
+    env = make_env("g1_tracking", num_envs=8, compile=False, overrides=QUIET + ["commands.motion.params.adaptive.ema_rate=0.05"])
+    env.reset()
+    sampler = env.command_manager.get("motion").sampler
+    uniform_entropy = float(sampler.entropy)
+    with no_host_sync():
+        for _ in range(30):  # zero actions: the robot soon loses the reference and fails
+            env.step(torch.zeros(8, 29))
+    assert float(env.stats.terminated) > 0
+    assert float(sampler.failure_ema.sum()) > 0 and float(sampler.entropy) < uniform_entropy
+    assert "motion/sampling_entropy" in env.stats.summary()
+
+
+@pytest.mark.skipif(not REAL_CLIP.is_file(), reason=f"real clip not found at {REAL_CLIP} (../shared absent)")
+def test_real_clip_runs() -> None:
+    env = make_env("g1_tracking", num_envs=2, compile=False, overrides=[f"commands.motion.params.motion_files=[{REAL_CLIP}]"])
+    env.reset()
+    cmd = env.command_manager.get("motion")
+    assert cmd.library.num_frames == 325
+    for _ in range(5):
+        result = env.step(torch.zeros(2, 29))
+    assert torch.isfinite(result.obs["policy"]).all() and torch.isfinite(result.reward).all()

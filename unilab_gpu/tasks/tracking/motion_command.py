@@ -1,0 +1,267 @@
+"""The motion command: which reference frame each row tracks, and the reference state there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from unilab_gpu.envs.row_buffers import rows_with_dummy
+from unilab_gpu.motion import (
+    AdaptiveStartSampler,
+    ClipStartSampler,
+    MotionLibrary,
+    RobotKinematics,
+    UniformStartSampler,
+    load_motion,
+    synthesize_clip,
+)
+from unilab_gpu.utils.rotations import (
+    quat_apply,
+    quat_apply_inverse,
+    quat_conjugate,
+    quat_from_euler_xyz,
+    quat_mul,
+    yaw_quat,
+)
+
+if TYPE_CHECKING:
+    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+
+SAMPLERS = {"adaptive": AdaptiveStartSampler, "uniform": UniformStartSampler, "start": ClipStartSampler}
+CLIP_END_MODES = ("time_out", "wrap")
+
+
+class MotionCommand:
+    """Per-row (clip, frame) into a device motion table, advanced one frame per env step.
+
+    Reference fields (all ``(num_envs, ...)``, world frame, wxyz; ``B`` tracked bodies in the
+    order of ``body_names``): ``joint_pos``/``joint_vel (num_envs, J)``,
+    ``body_pos_w``/``body_lin_vel_w``/``body_ang_vel_w (num_envs, B, 3)``,
+    ``body_quat_w (num_envs, B, 4)``; the anchor is tracked body ``anchor_index``. The relative
+    body targets ``body_pos_relative_w``/``body_quat_relative_w`` are the reference bodies moved
+    so the reference anchor sits at the robot anchor's xy and yaw (height and tilt kept), as in
+    BeyondMimic: they score the pose independently of drift. They are computed by ``update``
+    (full width, after physics) for the rewards and terminations of that step; rows reset later
+    in the same step keep the previous values until the next ``update``.
+
+    At a reset the row draws a start from the sampler (adaptive by failure rate per 1 s bin by
+    default), writes the reference state plus noise into the env's reset staging state, and
+    reports how the previous episode ended to the adaptive sampler. All of it touches only the
+    compacted reset rows.
+
+    Args:
+      motion_files: motion files (any format ``load_motion`` reads), resampled to the control
+        rate. Empty: one synthetic clip of ``synthetic_seconds`` is generated at construction.
+      body_ids: MuJoCo ids of the tracked bodies (``body_names`` in the YAML).
+      anchor_body: the tracked body whose pose anchors the relative targets (``torso_link``).
+      sampling: ``adaptive``, ``uniform`` or ``start`` (every episode from frame 0 of a clip).
+      adaptive: keyword arguments of ``AdaptiveStartSampler`` (``bin_seconds``,
+        ``uniform_ratio``, ``ema_rate``).
+      at_clip_end: ``time_out`` (the ``motion_clip_end`` termination ends the episode) or
+        ``wrap`` (jump to a new start and keep going; the robot state is kept, so the next
+        transition crosses a discontinuity in the reference that the critic must bootstrap over).
+      pose_range: six ``[low, high]`` reset noise ranges: x, y, z (m), roll, pitch, yaw (rad).
+      velocity_range: six ranges added to the root velocity: x, y, z (m/s), roll, pitch, yaw (rad/s).
+      joint_position_range: ``[low, high]`` noise added to the reference joint positions.
+      soft_joint_limit_ratio: noisy joint positions are clipped to this share of each range.
+    """
+
+    def __init__(
+        self,
+        env: ManagerBasedRlEnv,
+        body_ids: torch.Tensor,
+        anchor_body: str = "torso_link",
+        motion_files: list[str] | None = None,
+        synthetic_seconds: float = 10.0,
+        synthetic_seed: int = 0,
+        sampling: str = "adaptive",
+        adaptive: dict | None = None,
+        at_clip_end: str = "time_out",
+        pose_range: list[list[float]] | None = None,
+        velocity_range: list[list[float]] | None = None,
+        joint_position_range: list[float] | None = None,
+        soft_joint_limit_ratio: float = 0.9,
+    ) -> None:
+        if sampling not in SAMPLERS:
+            raise ValueError(f"commands.motion.params.sampling must be one of {list(SAMPLERS)}, got '{sampling}'")
+        if at_clip_end not in CLIP_END_MODES:
+            raise ValueError(f"commands.motion.params.at_clip_end must be one of {CLIP_END_MODES}, got '{at_clip_end}'")
+        self.num_envs = n = env.num_envs
+        self.device = device = env.device
+        self.wrap = at_clip_end == "wrap"
+        self.body_ids = body_ids
+        self.body_names = [env.sim.body_names[int(b)] for b in body_ids.tolist()]
+        if anchor_body not in self.body_names:
+            raise ValueError(f"commands.motion.params.anchor_body '{anchor_body}' must be one of body_names {self.body_names}")
+        self.anchor_index = self.body_names.index(anchor_body)
+        self.anchor_body_id = int(body_ids[self.anchor_index])
+
+        fps = 1.0 / env.step_dt
+        kinematics = RobotKinematics(env.sim.mj_model)
+        if motion_files:
+            clips = [load_motion(Path(f).expanduser(), fps=fps, kinematics=kinematics) for f in motion_files]
+        else:
+            clips = [synthesize_clip(synthetic_seconds, synthetic_seed, fps=fps, kinematics=kinematics)]
+        self.library = MotionLibrary(clips, joint_names=env.robot.joint_names, body_names=self.body_names, device=device)
+        self.sampler = SAMPLERS[sampling](self.library, **(adaptive or {}) if sampling == "adaptive" else {})
+
+        zero6 = [[0.0, 0.0]] * 6
+        self._pose_lo, self._pose_span = _ranges(pose_range or zero6, 6, "pose_range", device)
+        self._vel_lo, self._vel_span = _ranges(velocity_range or zero6, 6, "velocity_range", device)
+        self._joint_lo, self._joint_span = _ranges([joint_position_range or [0.0, 0.0]], 1, "joint_position_range", device)
+        lo, hi = env.robot.joint_limits[:, 0], env.robot.joint_limits[:, 1]
+        mid, half = (lo + hi) / 2, (hi - lo) / 2 * soft_joint_limit_ratio
+        self._soft_lo, self._soft_hi = mid - half, mid + half
+        self._qpos_joints = env.robot.qpos_slice
+        self._qvel_joints = env.robot.qvel_slice
+
+        j, b = env.robot.num_joints, len(self.body_names)
+        self._clip_storage, self.clip = rows_with_dummy(n, dtype=torch.int64, device=device)
+        self._frame_storage, self.frame = rows_with_dummy(n, dtype=torch.int64, device=device)
+        self.at_end = torch.zeros(n, dtype=torch.bool, device=device)
+        """Rows whose reference reached the last frame of its clip this step, ``(num_envs,)``."""
+        self._ref_storage: dict[str, torch.Tensor] = {}
+        for name, shape in {
+            "joint_pos": (j,),
+            "joint_vel": (j,),
+            "body_pos_w": (b, 3),
+            "body_quat_w": (b, 4),
+            "body_lin_vel_w": (b, 3),
+            "body_ang_vel_w": (b, 3),
+        }.items():
+            storage, view = rows_with_dummy(n, *shape, device=device)
+            self._ref_storage[name] = storage
+            setattr(self, name, view)
+        self.body_pos_relative_w = torch.zeros(n, b, 3, device=device)
+        self.body_quat_relative_w = torch.zeros(n, b, 4, device=device)
+        self._robot = env.robot
+        self._sim_state = env.sim.state
+        self._episode_failed = env.episode_failed_padded
+        self._robot_staging = (env.reset_qpos, env.reset_qvel)
+        if isinstance(self.sampler, AdaptiveStartSampler):
+            env.stats.register("motion/sampling_entropy", self.sampler.entropy)
+            env.stats.register("motion/sampling_top_bin", self.sampler.top_bin)
+
+    # ------------------------------------------------------------------------------------------
+    # Views of the robot and the reference that terms read.
+
+    @property
+    def anchor_pos_w(self) -> torch.Tensor:
+        """Reference anchor position, ``(num_envs, 3)``."""
+        return self.body_pos_w[:, self.anchor_index]
+
+    @property
+    def anchor_quat_w(self) -> torch.Tensor:
+        """Reference anchor orientation, ``(num_envs, 4)``."""
+        return self.body_quat_w[:, self.anchor_index]
+
+    @property
+    def robot_body_pos_w(self) -> torch.Tensor:
+        """Tracked robot bodies' positions, ``(num_envs, B, 3)``."""
+        return self._sim_state.body_pos_w[:, self.body_ids]
+
+    @property
+    def robot_body_quat_w(self) -> torch.Tensor:
+        return self._sim_state.body_quat_w[:, self.body_ids]
+
+    @property
+    def robot_body_lin_vel_w(self) -> torch.Tensor:
+        return self._sim_state.body_lin_vel_w[:, self.body_ids]
+
+    @property
+    def robot_body_ang_vel_w(self) -> torch.Tensor:
+        return self._sim_state.body_ang_vel_w[:, self.body_ids]
+
+    @property
+    def robot_anchor_pos_w(self) -> torch.Tensor:
+        return self._sim_state.body_pos_w[:, self.anchor_body_id]
+
+    @property
+    def robot_anchor_quat_w(self) -> torch.Tensor:
+        return self._sim_state.body_quat_w[:, self.anchor_body_id]
+
+    # ------------------------------------------------------------------------------------------
+    # Hot path.
+
+    def update(self, env: ManagerBasedRlEnv) -> None:
+        """Advance every row one frame and recompute the reference and relative targets."""
+        self.frame.add_(1)
+        last = self.library.clip_length[self.clip] - 1
+        self.at_end.copy_(self.frame >= last)
+        if self.wrap:
+            u = torch.rand(2, self.num_envs, device=self.device)
+            clip, frame = self.sampler.place(u[0], u[1])
+            self.clip.copy_(torch.where(self.at_end, clip, self.clip))
+            self.frame.copy_(torch.where(self.at_end, frame, self.frame))
+        self._load_reference(self.clip, self.frame, None)
+        self._relative_targets()
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        """Start the listed rows (padded with num_envs) at sampled frames; stage their state."""
+        rows = env_ids.shape[0]
+        valid = env_ids < self.num_envs
+        self.sampler.update(
+            self._clip_storage[env_ids], self._frame_storage[env_ids], self._episode_failed[env_ids], valid
+        )
+        u = torch.rand(2, rows, device=self.device)
+        clip, frame = self.sampler.place(u[0], u[1])
+        self._clip_storage.index_copy_(0, env_ids, clip)
+        self._frame_storage.index_copy_(0, env_ids, frame)
+        ref = self._load_reference(clip, frame, env_ids)
+        self._stage_state(ref, rows)
+
+    def tracking_errors(self) -> dict[str, float]:
+        """Mean position error of each tracked body (m) and of the anchor (host sync: play/eval only)."""
+        errors = torch.linalg.vector_norm(self.body_pos_relative_w - self.robot_body_pos_w, dim=-1).mean(dim=0)
+        out = {f"body_pos_error/{name}": float(e) for name, e in zip(self.body_names, errors.tolist(), strict=True)}
+        anchor = torch.linalg.vector_norm(self.anchor_pos_w - self.robot_anchor_pos_w, dim=-1).mean()
+        out["anchor_pos_error"] = float(anchor)
+        return out
+
+    # ------------------------------------------------------------------------------------------
+
+    def _load_reference(self, clip: torch.Tensor, frame: torch.Tensor, env_ids: torch.Tensor | None):
+        """Gather the reference at (clip, frame) into all rows (``env_ids`` None) or the listed rows."""
+        ref = self.library.gather(clip, frame)
+        for name, storage in self._ref_storage.items():
+            value = getattr(ref, name)
+            if env_ids is None:
+                storage[: self.num_envs].copy_(value)
+            else:
+                storage.index_copy_(0, env_ids, value)
+        return ref
+
+    def _relative_targets(self) -> None:
+        anchor_pos = self.anchor_pos_w[:, None]
+        robot_anchor_pos = self.robot_anchor_pos_w[:, None]
+        # Robot anchor's xy with the reference anchor's height; heading difference only.
+        shift = torch.cat([robot_anchor_pos[..., :2], anchor_pos[..., 2:]], dim=-1)
+        heading = yaw_quat(quat_mul(self.robot_anchor_quat_w, quat_conjugate(self.anchor_quat_w)))[:, None]
+        heading = heading.expand_as(self.body_quat_w)
+        self.body_quat_relative_w.copy_(quat_mul(heading, self.body_quat_w))
+        self.body_pos_relative_w.copy_(shift + quat_apply(heading, self.body_pos_w - anchor_pos))
+
+    def _stage_state(self, ref, rows: int) -> None:
+        """Write the reference root and joint state, plus reset noise, into the staging buffers."""
+        qpos, qvel = self._robot_staging
+        pose = self._pose_lo + self._pose_span * torch.rand(rows, 6, device=self.device)
+        vel = self._vel_lo + self._vel_span * torch.rand(rows, 6, device=self.device)
+        tilt = quat_from_euler_xyz(pose[:, 3], pose[:, 4], pose[:, 5])
+        root_quat = quat_mul(tilt, ref.root_quat)
+        qpos[:, 0:3] = ref.root_pos + pose[:, :3]
+        qpos[:, 3:7] = root_quat
+        joints = ref.joint_pos + self._joint_lo + self._joint_span * torch.rand_like(ref.joint_pos)
+        qpos[:, self._qpos_joints] = torch.maximum(torch.minimum(joints, self._soft_hi), self._soft_lo)
+        qvel[:, 0:3] = ref.root_lin_vel + vel[:, :3]
+        # The free joint's angular velocity is expressed in the root frame.
+        qvel[:, 3:6] = quat_apply_inverse(root_quat, ref.root_ang_vel + vel[:, 3:])
+        qvel[:, self._qvel_joints] = ref.joint_vel
+
+
+def _ranges(values, count: int, name: str, device) -> tuple[torch.Tensor, torch.Tensor]:
+    bounds = torch.tensor(values, dtype=torch.float32, device=device).reshape(-1, 2)
+    if bounds.shape[0] != count:
+        raise ValueError(f"commands.motion.params.{name} needs {count} [low, high] pairs, got {values}")
+    return bounds[:, 0], bounds[:, 1] - bounds[:, 0]
