@@ -63,8 +63,9 @@ class Simulator:
     stream, which makes the simulator capturable inside a ``torch.cuda.graph`` together with torch
     code (see ``unilab_gpu.sim.capture``).
 
-    On CPU, ``step`` replays a Warp CPU graph of the substeps (recorded on first use, bit-identical
-    to eager stepping and several times faster because it skips Python dispatch per kernel).
+    On CPU, ``step``, ``refresh`` and ``write_rows`` replay Warp CPU graphs of their kernel
+    launches (recorded on first use, bit-identical to eager launches and several times faster
+    because they skip Python dispatch per kernel).
     """
 
     def __init__(
@@ -103,7 +104,7 @@ class Simulator:
         self.torch_device = torch.device(device)
         self.wp_device = warp_device(self.torch_device)
         self.cpu_graph = cpu_graph and self.wp_device.is_cpu
-        self._graphs: dict[int, wp.Graph] = {}
+        self._graphs: dict[tuple, wp.Graph] = {}
 
         self.body_names = _names(mj_model, mujoco.mjtObj.mjOBJ_BODY, mj_model.nbody)
         self.joint_names = _names(mj_model, mujoco.mjtObj.mjOBJ_JOINT, mj_model.njnt)
@@ -215,15 +216,10 @@ class Simulator:
 
         ``state.body_contact`` then holds the contacts of the last substep.
         """
-        with torch_stream_scope(self.wp_device):
-            if self.cpu_graph:
-                graph = self._graphs.get(substeps)
-                if graph is None:
-                    graph = self._record_cpu_graph(substeps)
-                wp.capture_launch(graph)
-            else:
-                for _ in range(substeps):
-                    mjw.step(self.model, self.data)
+
+        def launches() -> None:
+            for _ in range(substeps):
+                mjw.step(self.model, self.data)
             self._body_contact.zero_()
             d = self.data
             wp.launch(
@@ -232,6 +228,8 @@ class Simulator:
                 inputs=[d.nacon, d.contact.worldid, d.contact.geom, d.contact.dist, self.model.geom_bodyid],
                 outputs=[self._body_contact],
             )
+
+        self._run(("step", substeps), launches)
 
     def refresh(self, env_ids: torch.Tensor | None = None) -> None:
         """Make body/site poses, body velocities and sensors valid for the current qpos/qvel.
@@ -246,16 +244,19 @@ class Simulator:
             back). Only the fields in ``state`` are refreshed for those rows; the rest of MJWarp's
             data is recomputed by the next physics step anyway.
         """
-        with torch_stream_scope(self.wp_device):
-            if env_ids is None:
-                _kinematics(self.model, self.data, self._body_lin_vel, self._body_ang_vel)
-                return
-            if self._scratch is None:
-                raise RuntimeError("refresh(env_ids) needs refresh_capacity > 0 at construction")
-            ids = self._check_ids(env_ids, self._scratch.capacity)
-            self._scratch.refresh_into(
+        if env_ids is None:
+            self._run(("refresh",), lambda: _kinematics(self.model, self.data, self._body_lin_vel, self._body_ang_vel))
+            return
+        scratch = self._scratch
+        if scratch is None:
+            raise RuntimeError("refresh(env_ids) needs refresh_capacity > 0 at construction")
+        ids = self._check_ids(env_ids, scratch.capacity)
+        self._run(
+            ("refresh_rows", ids.data_ptr()),
+            lambda: scratch.refresh_into(
                 self.model, self.data, ids, self.num_envs, self._body_lin_vel, self._body_ang_vel
-            )
+            ),
+        )
 
     def write_rows(self, env_ids: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
         """Start new episodes in the listed worlds: set qpos/qvel, clear carried-over state.
@@ -273,20 +274,16 @@ class Simulator:
         count = ids.shape[0]
         _check_tensor("qpos", qpos, (count, self.mj_model.nq), self.torch_device)
         _check_tensor("qvel", qvel, (count, self.mj_model.nv), self.torch_device)
-        d = self.data
-        with torch_stream_scope(self.wp_device):
-            wp.launch(
+        qpos, qvel, d = qpos.contiguous(), qvel.contiguous(), self.data
+        self._run(
+            ("write_rows", count, ids.data_ptr(), qpos.data_ptr(), qvel.data_ptr()),
+            lambda: wp.launch(
                 kernels.write_rows,
                 dim=count,
-                inputs=[
-                    wp.from_torch(ids),
-                    wp.from_torch(qpos.contiguous()),
-                    wp.from_torch(qvel.contiguous()),
-                    self.num_envs,
-                ],
+                inputs=[wp.from_torch(ids), wp.from_torch(qpos), wp.from_torch(qvel), self.num_envs],
                 outputs=[d.qpos, d.qvel, d.qacc_warmstart, d.qfrc_applied, d.xfrc_applied, d.act, d.time],
-                device=self.wp_device,
-            )
+            ),
+        )
 
     # ----------------------------------------------------------------------------------------
     # Diagnostics (each call synchronizes once; never call per step).
@@ -314,16 +311,26 @@ class Simulator:
 
     # ----------------------------------------------------------------------------------------
 
-    def _record_cpu_graph(self, substeps: int) -> wp.Graph:
-        # Recording runs nothing on CPU, so the state is not advanced by the capture itself.
-        wp.capture_begin(device=self.wp_device)
-        try:
-            for _ in range(substeps):
-                mjw.step(self.model, self.data)
-        finally:
-            graph = wp.capture_end(device=self.wp_device)
-        self._graphs[substeps] = graph
-        return graph
+    def _run(self, key: tuple, launches: Callable[[], None]) -> None:
+        """Run a sequence of Warp launches on torch's stream.
+
+        On CPU the sequence is recorded once into a Warp CPU graph (recording runs nothing) and
+        replayed: that skips Python dispatch per kernel, which dominates small CPU batches. ``key``
+        names the sequence and the addresses of the tensors it was recorded with.
+        """
+        with torch_stream_scope(self.wp_device):
+            if not self.cpu_graph:
+                launches()
+                return
+            graph = self._graphs.get(key)
+            if graph is None:
+                wp.capture_begin(device=self.wp_device)
+                try:
+                    launches()
+                finally:
+                    graph = wp.capture_end(device=self.wp_device)
+                self._graphs[key] = graph
+            wp.capture_launch(graph)
 
     def _check_ids(self, env_ids: torch.Tensor, expected_len: int | None = None) -> torch.Tensor:
         if not isinstance(env_ids, torch.Tensor) or env_ids.ndim != 1:
