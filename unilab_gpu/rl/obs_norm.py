@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from unilab_gpu.rl.running_moments import merge_moments_
+
 
 class ObsNormalizer(nn.Module):
     """``(x - mean) / sqrt(var + eps)`` with running statistics over ``(batch, dim)`` inputs.
@@ -48,15 +50,7 @@ class ObsNormalizer(nn.Module):
         self._check(x)
         if not self.enabled:
             return
-        batch_count = x.shape[0]
-        batch_mean = x.mean(dim=0)
-        batch_var = x.var(dim=0, correction=0)
-        total = self.count + batch_count
-        delta = batch_mean - self.mean
-        m2 = self.var * self.count + batch_var * batch_count + delta.square() * self.count * batch_count / total
-        self.mean.add_(delta * batch_count / total)
-        self.var.copy_(m2 / total)
-        self.count.copy_(total)
+        merge_moments_(self.mean, self.var, self.count, x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Normalised copy of ``x`` ``(batch, dim)``."""

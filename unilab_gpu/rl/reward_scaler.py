@@ -25,6 +25,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from unilab_gpu.rl.running_moments import merge_moments_
+
 
 class RewardScaler(nn.Module):
     """Running-return reward scaler; state is a set of buffers, so ``state_dict`` covers it.
@@ -76,16 +78,7 @@ class RewardScaler(nn.Module):
         self.running_return.copy_(running)
         self._pending_reset.copy_((terminated | truncated).to(self._pending_reset.dtype))
 
-        values = running.to(torch.float64)
-        batch_count = values.numel()
-        batch_mean = values.mean()
-        batch_var = values.var(correction=0)
-        total = self.count + batch_count
-        delta = batch_mean - self.mean
-        m2 = self.var * self.count + batch_var * batch_count + delta.square() * self.count * batch_count / total
-        self.mean.add_(delta * batch_count / total)
-        self.var.copy_(m2 / total)
-        self.count.copy_(total)
+        merge_moments_(self.mean, self.var, self.count, running.to(torch.float64))
         self.abs_max.copy_(torch.maximum(self.abs_max, running.abs().max()))
 
     def scale(self) -> torch.Tensor:
