@@ -33,5 +33,18 @@ PY
 "$PY" scripts/bench_physics.py --device cuda --num-envs 1024 4096 8192 --steps 200 \
   --out "$OUT/physics_gpu.json" 2>&1 | tail -n 5 || status=1
 
+# 3. unilab-bench: the whole env step with the CUDA graph on and off (eager phases, so no
+#    torch.compile time), per-phase ms from events inside the graph. <= 2 minutes in all:
+#    each run is cut at 60 s; the JSON and PNG are rewritten after every size.
+bench_task=g1_tracking
+[ -f configs/task/g1_tracking.yaml ] || bench_task=g1_stand
+for capture in on off; do
+  flags=(--out "$OUT/bench_gpu_capture_$capture.json")
+  [ "$capture" = off ] && flags+=(--no-capture)
+  "$PY" -c "import matplotlib" 2>/dev/null && flags+=(--plot "$OUT/bench_gpu_capture_$capture.png")
+  timeout 60 "$PY" -m unilab_gpu.bench --task "$bench_task" --device cuda --num-envs 1024 4096 8192 \
+    --steps 50 --warmup 5 --no-compile "${flags[@]}" 2>&1 | grep -v "^Module " | tail -n 8 || status=1
+done
+
 echo "gpu_check: results in $OUT (exit $status)"
 exit $status

@@ -17,10 +17,16 @@ def test_tasks_are_listed() -> None:
 def test_overrides_null_and_added_terms() -> None:
     cfg = load_task_cfg(
         "pendulum",
-        ["rewards.torque=null", "rewards.angle.weight=-1.5", "+rewards.alive={func: unilab_gpu.envs.mdp.rewards.alive}"],
+        [
+            "rewards.torque=null",
+            "rewards.angle.weight=-1.5",
+            "+rewards.alive={func: unilab_gpu.envs.mdp.rewards.alive}",
+        ],
     )
     assert cfg.rewards["torque"] is None
-    assert cfg.rewards["angle"] == RewardTermCfg(func="unilab_gpu.tasks.pendulum.terms.angle_from_upright_sq", weight=-1.5)
+    assert cfg.rewards["angle"] == RewardTermCfg(
+        func="unilab_gpu.tasks.pendulum.terms.angle_from_upright_sq", weight=-1.5
+    )
     assert cfg.rewards["alive"].weight == 1.0  # default from the schema
     assert isinstance(cfg.observations["policy"].terms["velocity"], ObservationTermCfg)
     env = make_env("pendulum", num_envs=2, compile=False, overrides=["rewards.torque=null"])

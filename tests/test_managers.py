@@ -99,7 +99,9 @@ def test_observation_history_noise_clip_scale() -> None:
         obs = env.step(torch.full((4, 1), 0.7)).obs["policy"]
     velocities.append(0.125 * env.robot.joint_vel[:, 0].clone())
     q = env.robot.joint_pos[:, 0]
-    np.testing.assert_allclose(obs[:, :2].numpy(), torch.stack([q.cos(), q.sin()], 1).clamp(-0.5, 0.5).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        obs[:, :2].numpy(), torch.stack([q.cos(), q.sin()], 1).clamp(-0.5, 0.5).numpy(), atol=1e-6
+    )
     # History oldest first: the last three velocities.
     np.testing.assert_allclose(obs[:, 2:].numpy(), torch.stack(velocities[-3:], 1).numpy(), atol=1e-6)
 
@@ -112,7 +114,9 @@ def test_uniform_noise_has_the_configured_range() -> None:
     layout = policy.layouts[names.index("joint_pos")]
     critic = env.observation_manager.groups["critic"]
     clean = critic.layouts[critic.term_names.index("joint_pos")]
-    noise = env.observation_manager.obs["policy"][:, layout.group] - env.observation_manager.obs["critic"][:, clean.group]
+    noise = (
+        env.observation_manager.obs["policy"][:, layout.group] - env.observation_manager.obs["critic"][:, clean.group]
+    )
     assert float(noise.abs().max()) <= 0.01 + 1e-6
     assert float(noise.std()) == pytest.approx(0.02 / math.sqrt(12), rel=0.1)  # uniform on [-0.01, 0.01]
 
@@ -148,8 +152,15 @@ def test_interval_event_fires_on_each_rows_timer() -> None:
 
 def test_unknown_names_in_params_name_the_key() -> None:
     with pytest.raises(KeyError, match="observations.policy.terms.base_ang_vel.params.sensor_names: unknown sensor"):
-        make_env("g1_stand", num_envs=1, compile=False, overrides=["observations.policy.terms.base_ang_vel.params.sensor_names=[imu_gyro]"])
+        make_env(
+            "g1_stand",
+            num_envs=1,
+            compile=False,
+            overrides=["observations.policy.terms.base_ang_vel.params.sensor_names=[imu_gyro]"],
+        )
     with pytest.raises(ValueError, match="rewards.alive.params: .*unexpected keyword"):
         make_env("g1_stand", num_envs=1, compile=False, overrides=["+rewards.alive.params.scale=2"])
     with pytest.raises(ValueError, match="rewards.alive.func: module 'unilab_gpu.envs.mdp.rewards' has no 'alvie'"):
-        make_env("g1_stand", num_envs=1, compile=False, overrides=["rewards.alive.func=unilab_gpu.envs.mdp.rewards.alvie"])
+        make_env(
+            "g1_stand", num_envs=1, compile=False, overrides=["rewards.alive.func=unilab_gpu.envs.mdp.rewards.alvie"]
+        )

@@ -24,8 +24,15 @@ NO_NOISE = [
 def q_mul(a, b):
     aw, ax, ay, az = np.moveaxis(a, -1, 0)
     bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
-                     aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], -1)
+    return np.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        -1,
+    )
 
 
 def q_conj(q):
@@ -62,9 +69,15 @@ def _arrays(env):
     cmd = env.command_manager.get("motion")
     n = lambda t: t.double().numpy()  # noqa: E731
     return cmd, {
-        "ref_pos": n(cmd.body_pos_w), "ref_quat": n(cmd.body_quat_w), "ref_lin": n(cmd.body_lin_vel_w),
-        "ref_ang": n(cmd.body_ang_vel_w), "pos": n(cmd.robot_body_pos_w), "quat": n(cmd.robot_body_quat_w),
-        "lin": n(cmd.robot_body_lin_vel_w), "ang": n(cmd.robot_body_ang_vel_w), "a": cmd.anchor_index,
+        "ref_pos": n(cmd.body_pos_w),
+        "ref_quat": n(cmd.body_quat_w),
+        "ref_lin": n(cmd.body_lin_vel_w),
+        "ref_ang": n(cmd.body_ang_vel_w),
+        "pos": n(cmd.robot_body_pos_w),
+        "quat": n(cmd.robot_body_quat_w),
+        "lin": n(cmd.robot_body_lin_vel_w),
+        "ang": n(cmd.robot_body_ang_vel_w),
+        "a": cmd.anchor_index,
     }
 
 
@@ -93,14 +106,20 @@ def test_relative_targets_and_rewards_against_numpy(env) -> None:
 
     expected = {
         "anchor_position_exp": np.exp(-np.sum((x["ref_pos"][:, a] - x["pos"][:, a]) ** 2, -1) / 0.3**2),
-        "anchor_orientation_exp": np.exp(-q_angle(x["ref_quat"][:, a], x["quat"][:, a]) ** 2 / 0.4**2),
+        "anchor_orientation_exp": np.exp(-(q_angle(x["ref_quat"][:, a], x["quat"][:, a]) ** 2) / 0.4**2),
         "relative_body_position_exp": np.exp(-np.mean(np.sum((rel_pos - x["pos"]) ** 2, -1), -1) / 0.3**2),
         "relative_body_orientation_exp": np.exp(-np.mean(q_angle(rel_quat, x["quat"]) ** 2, -1) / 0.4**2),
         "body_linear_velocity_exp": np.exp(-np.mean(np.sum((x["ref_lin"] - x["lin"]) ** 2, -1), -1) / 1.0),
         "body_angular_velocity_exp": np.exp(-np.mean(np.sum((x["ref_ang"] - x["ang"]) ** 2, -1), -1) / 3.14**2),
     }
-    stds = {"anchor_position_exp": 0.3, "anchor_orientation_exp": 0.4, "relative_body_position_exp": 0.3,
-            "relative_body_orientation_exp": 0.4, "body_linear_velocity_exp": 1.0, "body_angular_velocity_exp": 3.14}
+    stds = {
+        "anchor_position_exp": 0.3,
+        "anchor_orientation_exp": 0.4,
+        "relative_body_position_exp": 0.3,
+        "relative_body_orientation_exp": 0.4,
+        "body_linear_velocity_exp": 1.0,
+        "body_angular_velocity_exp": 3.14,
+    }
     for name, value in expected.items():
         got = getattr(R, name)(env, std=stds[name]).double().numpy()
         np.testing.assert_allclose(got[kept], value[kept], rtol=1e-4, atol=1e-6, err_msg=name)
@@ -118,7 +137,9 @@ def test_terminations_against_numpy(env) -> None:
         down = np.array([0.0, 0.0, -1.0])
         g_ref = q_rot(q_conj(x["ref_quat"][:, a]), np.broadcast_to(down, (6, 3)))[:, 2]
         g_rob = q_rot(q_conj(x["quat"][:, a]), np.broadcast_to(down, (6, 3)))[:, 2]
-        assert T.anchor_orientation_error(env, threshold).numpy().tolist() == (np.abs(g_ref - g_rob) > threshold).tolist()
+        assert (
+            T.anchor_orientation_error(env, threshold).numpy().tolist() == (np.abs(g_ref - g_rob) > threshold).tolist()
+        )
     ee = env.sim.body_ids(["left_ankle_roll_link", "right_wrist_yaw_link"])
     term = T.BodyHeightError(env, torch.tensor(ee), threshold=0.01)
     index = [cmd.body_names.index(n) for n in ("left_ankle_roll_link", "right_wrist_yaw_link")]
@@ -150,9 +171,7 @@ def test_zero_noise_reset_reproduces_reference_frame() -> None:
     cmd = env.command_manager.get("motion")
     ref = cmd.library.gather(cmd.clip, cmd.frame)
     np.testing.assert_allclose(cmd.robot_body_pos_w.numpy(), ref.body_pos_w.numpy(), atol=2e-5)
-    np.testing.assert_allclose(
-        (cmd.robot_body_quat_w * ref.body_quat_w).sum(-1).abs().numpy(), 1.0, atol=2e-5
-    )
+    np.testing.assert_allclose((cmd.robot_body_quat_w * ref.body_quat_w).sum(-1).abs().numpy(), 1.0, atol=2e-5)
     np.testing.assert_allclose(cmd.robot_body_lin_vel_w.numpy(), ref.body_lin_vel_w.numpy(), atol=2e-3)
     assert len(set(cmd.frame.tolist())) > 1  # rows started at different frames
 
@@ -190,7 +209,9 @@ def test_teleported_robot_earns_near_max_reward_and_never_fails() -> None:
 
 
 def test_adaptive_sampler_learns_from_failures() -> None:
-    env = make_env("g1_tracking", num_envs=8, compile=False, overrides=QUIET + ["commands.motion.params.adaptive.ema_rate=0.05"])
+    env = make_env(
+        "g1_tracking", num_envs=8, compile=False, overrides=QUIET + ["commands.motion.params.adaptive.ema_rate=0.05"]
+    )
     env.reset()
     sampler = env.command_manager.get("motion").sampler
     uniform_entropy = float(sampler.entropy)
@@ -204,7 +225,9 @@ def test_adaptive_sampler_learns_from_failures() -> None:
 
 @pytest.mark.skipif(not REAL_CLIP.is_file(), reason=f"real clip not found at {REAL_CLIP} (../shared absent)")
 def test_real_clip_runs() -> None:
-    env = make_env("g1_tracking", num_envs=2, compile=False, overrides=[f"commands.motion.params.motion_files=[{REAL_CLIP}]"])
+    env = make_env(
+        "g1_tracking", num_envs=2, compile=False, overrides=[f"commands.motion.params.motion_files=[{REAL_CLIP}]"]
+    )
     env.reset()
     cmd = env.command_manager.get("motion")
     assert cmd.library.num_frames == 325

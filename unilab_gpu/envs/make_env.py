@@ -14,7 +14,6 @@ from unilab_gpu.envs.env_cfg import EnvCfg, typed_terms
 from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
 from unilab_gpu.paths import CONFIGS_DIR
 
-
 SCHEMA_NAME = "env_cfg_schema"
 """Task YAMLs list this first in their ``defaults`` so Hydra checks keys and types against ``EnvCfg``."""
 

@@ -73,8 +73,7 @@ class ResetRowCompactor:
         """
         if done.shape != (self.num_envs,) or done.dtype != torch.bool:
             raise ValueError(
-                f"done must be a bool tensor of shape ({self.num_envs},), "
-                f"got {done.dtype} of shape {tuple(done.shape)}"
+                f"done must be a bool tensor of shape ({self.num_envs},), got {done.dtype} of shape {tuple(done.shape)}"
             )
         need = done | self.pending
         pos = torch.cumsum(need, dim=0) - 1

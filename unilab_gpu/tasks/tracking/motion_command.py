@@ -94,7 +94,9 @@ class MotionCommand:
         self.body_ids = body_ids
         self.body_names = [env.sim.body_names[int(b)] for b in body_ids.tolist()]
         if anchor_body not in self.body_names:
-            raise ValueError(f"commands.motion.params.anchor_body '{anchor_body}' must be one of body_names {self.body_names}")
+            raise ValueError(
+                f"commands.motion.params.anchor_body '{anchor_body}' must be one of body_names {self.body_names}"
+            )
         self.anchor_index = self.body_names.index(anchor_body)
         self.anchor_body_id = int(body_ids[self.anchor_index])
 
@@ -104,13 +106,17 @@ class MotionCommand:
             clips = [load_motion(Path(f).expanduser(), fps=fps, kinematics=kinematics) for f in motion_files]
         else:
             clips = [synthesize_clip(synthetic_seconds, synthetic_seed, fps=fps, kinematics=kinematics)]
-        self.library = MotionLibrary(clips, joint_names=env.robot.joint_names, body_names=self.body_names, device=device)
+        self.library = MotionLibrary(
+            clips, joint_names=env.robot.joint_names, body_names=self.body_names, device=device
+        )
         self.sampler = SAMPLERS[sampling](self.library, **(adaptive or {}) if sampling == "adaptive" else {})
 
         zero6 = [[0.0, 0.0]] * 6
         self._pose_lo, self._pose_span = _ranges(pose_range or zero6, 6, "pose_range", device)
         self._vel_lo, self._vel_span = _ranges(velocity_range or zero6, 6, "velocity_range", device)
-        self._joint_lo, self._joint_span = _ranges([joint_position_range or [0.0, 0.0]], 1, "joint_position_range", device)
+        self._joint_lo, self._joint_span = _ranges(
+            [joint_position_range or [0.0, 0.0]], 1, "joint_position_range", device
+        )
         lo, hi = env.robot.joint_limits[:, 0], env.robot.joint_limits[:, 1]
         mid, half = (lo + hi) / 2, (hi - lo) / 2 * soft_joint_limit_ratio
         self._soft_lo, self._soft_hi = mid - half, mid + half
