@@ -13,37 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from unilab_gpu.profiling.machine_info import machine_info
-from unilab_gpu.sim.capture import CudaGraph, capture_unsupported_reason
+from unilab_gpu.profiling.physics_timer import PhysicsTimer
+from unilab_gpu.sim.capture import capture_unsupported_reason
 from unilab_gpu.sim.simulator import Simulator
 
 
 def time_steps(sim: Simulator, substeps: int, steps: int) -> np.ndarray:
-    """Milliseconds per env step, one entry per step."""
-    if sim.torch_device.type == "cuda" and capture_unsupported_reason(sim.torch_device) is None:
-        graph = CudaGraph(lambda: sim.step(substeps), sim.torch_device, warmup=2)
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
-        events[0].record()
-        for i in range(steps):
-            graph.replay()
-            events[i + 1].record()
-        torch.cuda.synchronize()
-        return np.array([events[i].elapsed_time(events[i + 1]) for i in range(steps)])
-    sim.step(substeps)  # first call records the CPU graph / compiles kernels
-    out = np.empty(steps)
-    for i in range(steps):
-        start = time.perf_counter()
-        sim.step(substeps)
-        if sim.torch_device.type == "cuda":
-            torch.cuda.synchronize()
-        out[i] = (time.perf_counter() - start) * 1e3
-    return out
+    """Milliseconds per env step, one entry per step (captured as one CUDA graph when possible)."""
+    capture = sim.torch_device.type == "cuda" and capture_unsupported_reason(sim.torch_device) is None
+    return PhysicsTimer(sim, substeps, capture).time(steps)
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ def test_replayed_steps_equal_eager_steps(task: str) -> None:
         env = make_env(task, num_envs=num_envs, device="cuda", overrides=OVERRIDES, seed=5, capture=capture)
         torch.manual_seed(5)
         env.reset()
-        assert (env._graph is not None) == capture
+        assert env.captured == capture
         results.append(_rollout(env, actions))
     (r_eager, e_eager), (r_graph, e_graph) = results
     assert e_eager.any(dim=0).sum() > num_envs // 2  # most rows were reset at least once

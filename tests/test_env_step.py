@@ -99,7 +99,7 @@ def test_more_ends_than_capacity_are_all_reset() -> None:
         steps += 1
         assert steps <= math.ceil(7 / 2), "rows left un-reset beyond ceil(ended / capacity) steps"
     assert not bool(reset_seen[7])
-    assert int(env._compactor.deferred_count) == 5 + 3 + 1  # rows waiting after steps 1, 2, 3
+    assert int(env.reset_rows.deferred_count) == 5 + 3 + 1  # rows waiting after steps 1, 2, 3
     assert float(env.stats.episodes) == 7.0
 
 

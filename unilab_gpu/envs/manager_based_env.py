@@ -139,6 +139,8 @@ class ManagerBasedRlEnv:
             stats=self.stats,
         )
 
+        self.compiled = compile
+        """Whether the manager phases run through ``torch.compile``."""
         wrap = _compiler(compile)
         self._apply_actions = wrap(self._apply_actions_eager)
         # Separate regions: Inductor 2.13's CPU codegen failed on evaluate + final observations
@@ -157,6 +159,16 @@ class ManagerBasedRlEnv:
 
     # ------------------------------------------------------------------------------------------
     # Public API.
+
+    @property
+    def captured(self) -> bool:
+        """Whether ``step`` replays a captured CUDA graph (after the first ``reset`` on CUDA)."""
+        return self._graph is not None
+
+    @property
+    def reset_rows(self) -> ResetRowCompactor:
+        """The reset-row compactor: ``reset_mask``, ``env_ids``, ``pending``, ``deferred_count``."""
+        return self._compactor
 
     @property
     def action_dim(self) -> int:

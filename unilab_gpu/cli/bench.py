@@ -1,0 +1,144 @@
+"""``unilab-bench``: env-steps/s, per-phase ms and the physics-only ratio of a task's env step.
+
+For each ``--num-envs`` the env is built and warmed up; then, in interleaved windows, its real
+step is timed (the captured CUDA graph on CUDA), a profiling variant of the step is timed phase
+by phase (CUDA events inside a captured graph on CUDA, ``perf_counter`` on CPU) and physics
+alone is timed on the same worlds. Writes one JSON report (``config`` is the resolved task
+config of the first size; only ``num_envs`` differs between sizes); ``--plot`` also draws it.
+
+Example:
+  unilab-bench --task g1_stand --num-envs 16 64 --device cpu --steps 50 --out bench.json --plot bench.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shlex
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from unilab_gpu.envs.make_env import available_tasks
+from unilab_gpu.profiling.env_bench import bench_env
+from unilab_gpu.profiling.machine_info import machine_info
+from unilab_gpu.sim.capture import capture_unsupported_reason
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.task not in available_tasks():
+        raise SystemExit(f"--task: unknown task '{args.task}'; available: {available_tasks()}")
+    if any(n < 1 for n in args.num_envs):
+        raise SystemExit(f"--num-envs: every size must be >= 1, got {args.num_envs}")
+    for option, value, low in (("--steps", args.steps, 1), ("--window", args.window, 1), ("--warmup", args.warmup, 0)):
+        if value < low:
+            raise SystemExit(f"{option} must be >= {low}, got {value}")
+    if args.force_resets < 0:
+        raise SystemExit(f"--force-resets must be >= 0, got {args.force_resets}")
+    if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
+        raise SystemExit("--plot needs matplotlib (pip install matplotlib, or the dev extra)")
+    capture = not args.no_capture and capture_unsupported_reason(args.device) is None
+    compile = not args.no_compile
+    mode = "+".join(m for m, on in (("compiled", compile), ("captured", capture)) if on) or "eager"
+    report: dict[str, Any] = {
+        "benchmark": "env_step",
+        "command": "unilab-bench " + shlex.join(sys.argv[1:] if argv is None else list(argv)),
+        "task": args.task,
+        "device": args.device,
+        "mode": mode,
+        "compile": compile,
+        "capture": capture,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "window": args.window,
+        "force_resets": args.force_resets,
+        "overrides": args.override,
+        "machine": machine_info(args.device),
+        "config": None,
+        "results": [],
+    }
+    for num_envs in _progress(args.num_envs):
+        print(f"unilab-bench: {args.task} x {num_envs} envs on {args.device} ({mode}) ...", flush=True)
+        bench = bench_env(
+            args.task,
+            num_envs,
+            args.device,
+            steps=args.steps,
+            warmup=args.warmup,
+            window=args.window,
+            compile=compile,
+            capture=capture,
+            force_resets=args.force_resets,
+            overrides=args.override,
+            seed=args.seed,
+        )
+        row = bench.row
+        report["config"] = report["config"] or bench.config
+        report["results"].append(row)
+        print(
+            f"  {row['env_steps_per_s']:12,.0f} env-steps/s  {row['step_ms']['median']:9.3f} ms/step  "
+            f"physics only {row['physics_only_ms']:9.3f} ms  overhead x{row['overhead_ratio']:.2f}  "
+            f"resets/step {row['resets_per_step']:.2f}",
+            flush=True,
+        )
+        # Rewritten after every size, so a later size failing or timing out keeps the earlier ones.
+        write_json_atomic(args.out, report)
+        if args.plot is not None:
+            _save_plot(report, args.plot)
+    print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot is not None else ""))
+    return 0
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write ``obj`` as JSON to a temp file next to ``path``, then rename it over ``path``, so
+    a reader never sees a half-written report."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _save_plot(report: dict[str, Any], path: Path) -> None:
+    from unilab_gpu.profiling.plots import plot_bench  # matplotlib only when asked for
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plot_bench(report).savefig(path, dpi=110)
+
+
+def _progress(sizes: list[int]) -> Iterable[int]:
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return sizes
+    return tqdm(sizes, desc="unilab-bench", unit="size", file=sys.stderr)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="unilab-bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--task", default="g1_stand", help="a configs/task/<task>.yaml name")
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[64], help="one row per size")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    parser.add_argument("--steps", type=int, default=100, help="timed steps per size (and profiled steps)")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed steps first")
+    parser.add_argument("--window", type=int, default=10, help="steps per profiling window (one sync each)")
+    parser.add_argument("--out", type=Path, required=True, help="JSON report path")
+    parser.add_argument("--plot", type=Path, default=None, help="also draw the report to this PNG")
+    parser.add_argument("--force-resets", type=int, default=0, metavar="K", help="end K rows every step")
+    parser.add_argument("--no-compile", action="store_true", help="run the manager phases eagerly")
+    parser.add_argument("--no-capture", action="store_true", help="on CUDA, launch the step without a CUDA graph")
+    parser.add_argument("--override", nargs="*", default=[], help="Hydra overrides of the task config")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

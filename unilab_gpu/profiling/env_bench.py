@@ -1,0 +1,81 @@
+"""One benchmark row: build a task's env at one size, time its real step, profile its phases."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.profiling.forced_resets import forced_resets_override
+from unilab_gpu.profiling.ms_stats import ms_stats
+from unilab_gpu.profiling.phase_profile import PhaseProfile
+from unilab_gpu.profiling.phase_profiler import PhaseProfiler
+
+
+@dataclass(frozen=True)
+class EnvBench:
+    row: dict[str, Any]
+    """JSON-ready: ``num_envs``, ``env_steps_per_s``, ``step_ms`` {median, p10, p90},
+    ``phases_ms`` (mean per phase), ``physics_only_ms`` (median), ``overhead_ratio``,
+    ``resets_per_step``, ``reset_capacity``, ``deferred_resets``."""
+    profile: PhaseProfile
+    config: dict[str, Any]
+    """The resolved ``EnvCfg`` as a dict."""
+
+
+def bench_env(
+    task: str,
+    num_envs: int,
+    device: str = "cpu",
+    *,
+    steps: int = 100,
+    warmup: int = 10,
+    window: int = 10,
+    compile: bool = True,
+    capture: bool = True,
+    force_resets: int = 0,
+    overrides: Sequence[str] = (),
+    seed: int = 0,
+) -> EnvBench:
+    """Build ``task`` with ``num_envs`` rows, warm it up, then time ``steps`` real steps,
+    ``steps`` profiled steps and ``steps`` physics-only steps in interleaved windows.
+
+    Actions are uniform in [-1, 1], drawn once and held, so the robots move and fall (and
+    reset) as under an untrained policy, without random draws in the timed loop.
+
+    Args:
+      force_resets: if > 0, add :class:`ForcedResets` ending this many rows per step.
+    """
+    overrides = list(overrides) + ([forced_resets_override(force_resets)] if force_resets else [])
+    env = make_env(task, num_envs, device, overrides, seed=seed, compile=compile, capture=capture)
+    env.reset()
+    generator = torch.Generator().manual_seed(seed)
+    actions = (torch.rand(num_envs, env.action_dim, generator=generator) * 2 - 1).to(env.device)
+    profiler = PhaseProfiler(env, window=window, capture=capture, compiled=compile)
+    profile = profiler.run(steps, actions, warmup=warmup)
+    step = ms_stats(profile.env_step_ms)
+    physics_only = float(np.median(profile.physics_only_ms))
+    row = {
+        "num_envs": num_envs,
+        "env_steps_per_s": num_envs / (step["median"] / 1e3),
+        "step_ms": {k: step[k] for k in ("median", "p10", "p90")},
+        "phases_ms": profile.phase_means(),
+        "profiled_step_ms": float(profile.profiled_step_ms.mean()),
+        "physics_only_ms": physics_only,
+        "overhead_ratio": step["median"] / physics_only,
+        "resets_per_step": profile.resets_per_step,
+        "reset_capacity": env.reset_capacity,
+        "deferred_resets": int(env.reset_rows.deferred_count),
+    }
+    config = dataclasses.asdict(env.cfg)
+    del env
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return EnvBench(row=row, profile=profile, config=config)
