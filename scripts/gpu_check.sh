@@ -5,7 +5,8 @@
 #
 # Installs nothing from the network. Python packages that the machine lacks (mujoco, mujoco-warp,
 # warp-lang, hydra-core) can travel as wheels in ./.whl/ and are installed from there offline.
-# Takes well under 8 minutes on one H200 (most of it MJWarp's first CUDA kernel compile).
+# Takes under 8 minutes on one H200: tests and physics bench ~3 min, env bench <= 2 min,
+# training check <= 2.5 min.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_check_out}"
@@ -45,6 +46,12 @@ for capture in on off; do
   timeout 60 "$PY" -m unilab_gpu.bench --task "$bench_task" --device cuda --num-envs 1024 4096 8192 \
     --steps 50 --warmup 5 --no-compile "${flags[@]}" 2>&1 | grep -v "^Module " | tail -n 8 || status=1
 done
+
+# 4. FlashSAC training on G1 tracking at 4096 envs (compiled agent and env, captured step):
+#    75 s of training after the first logging window (torch.compile + capture), <= 150 s in
+#    all; env-steps/s, update ms and the reward trend in train_check.json.
+timeout 170 "$PY" scripts/gpu_train_check.py --device cuda --num-envs 4096 --seconds 75 --max-seconds 150 \
+  --out "$OUT/train_check.json" 2>&1 | grep -v "^Module " | tail -n 5 || status=1
 
 echo "gpu_check: results in $OUT (exit $status)"
 exit $status

@@ -20,7 +20,7 @@ CPU_OVERRIDES = [
     f"total_env_steps={CPU_ENVS * CPU_ITERATIONS}",
     "log_every=20",
     "checkpoint_every=200",
-    "algo.batch_size=256",     # G1 batch of 2048 takes ~3 s per update on one CPU core
+    "algo.batch_size=256",  # G1 batch of 2048 takes ~3 s per update on one CPU core
     "algo.updates_per_step=1",
 ]
 """Downsizing of a CPU run; the user's own arguments come after and win."""

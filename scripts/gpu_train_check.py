@@ -1,0 +1,140 @@
+"""Short FlashSAC training run on the G1 task; writes throughput and the reward trend as JSON.
+
+Runs the real trainer (compiled agent, captured env step on CUDA) for ``--seconds`` of training
+after the first logging window, which holds the one-off ``torch.compile`` and CUDA-graph
+capture and is reported separately. Output keys:
+
+- ``env_steps_per_s``: median over logging windows after the first (training throughput:
+  act + env step + replay + updates);
+- ``update_ms``: median time of one gradient update (the update phase of the timed iteration
+  of each window divided by ``updates_per_step``), and ``phase_ms`` medians of every phase;
+- ``train_s``: seconds from the first logging point to the stop;
+- ``reward_trend``: ``[env_steps, mean per-step reward]`` at every logging point, and
+  ``episode_return_trend`` likewise where episodes ended.
+
+Usage:
+  python scripts/gpu_train_check.py --device cuda --seconds 120 --out $OUT/train_check.json
+  python scripts/gpu_train_check.py --device cpu --seconds 5 --num-envs 2 --out /tmp/t.json \\
+      -- algo.batch_size=16 algo.actor_hidden_dim=8 algo.critic_hidden_dim=8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from unilab_gpu.cli.train import build_run, compose_train_config, resolve_auto
+from unilab_gpu.envs.make_env import available_tasks
+from unilab_gpu.profiling.machine_info import machine_info
+from unilab_gpu.rl.trainer import PHASES
+
+
+class Recorder:
+    """Logger that keeps every logging point (and forwards to the run's TensorBoard logger)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.points: list[tuple[int, float, dict[str, float]]] = []
+
+    def log(self, iteration: int, env_steps: int, scalars: dict[str, float]) -> None:
+        self.points.append((env_steps, time.perf_counter(), scalars))
+        self.inner.log(iteration, env_steps, scalars)
+
+    def message(self, text: str) -> None:
+        self.inner.message(text)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def run_check(args: argparse.Namespace) -> dict:
+    task = args.task or ("g1_tracking" if "g1_tracking" in available_tasks() else "g1_stand")
+    overrides = [
+        f"task={task}",
+        "algo=flashsac",
+        f"device={args.device}",
+        f"env.num_envs={args.num_envs}",
+        f"log_every={args.log_every}",
+        "checkpoint_every=0",
+        "total_env_steps=1000000000000",  # stopped by time, not by steps
+        "progress=lines",
+        f"run_dir={args.run_dir}",
+        *args.overrides,
+    ]
+    cfg = resolve_auto(compose_train_config(overrides))
+    started = time.perf_counter()
+    run = build_run(cfg)
+    trainer = run.trainer
+    recorder = Recorder(trainer.logger)
+    trainer.logger = recorder  # type: ignore[assignment]
+    built = time.perf_counter()
+
+    def should_stop() -> bool:
+        if time.perf_counter() - started > args.max_seconds:
+            return True
+        # Training time counts from the first logging point (compile and capture happen before).
+        return bool(recorder.points) and time.perf_counter() - recorder.points[0][1] > args.seconds
+
+    trainer.train(should_stop)
+    stopped = time.perf_counter()
+    recorder.close()
+
+    points = recorder.points
+    steady = [s for _, _, s in points[1:]] or [s for _, _, s in points]
+    updates = trainer.settings.updates_per_step
+    return {
+        "check": "gpu_train_check",
+        "task": task,
+        "algo": cfg.algo.name,
+        "device": str(trainer.env.device),
+        "num_envs": trainer.env.num_envs,
+        "compile": bool(cfg.compile),
+        "batch_size": trainer.settings.batch_size,
+        "updates_per_step": updates,
+        "iterations": trainer.iteration,
+        "env_steps": trainer.env_steps,
+        "build_s": built - started,
+        "first_window_s": points[0][1] - built if points else None,
+        "train_s": stopped - points[0][1] if points else 0.0,
+        "env_steps_per_s": statistics.median(s["perf/env_steps_per_s"] for s in steady) if steady else None,
+        "update_ms": statistics.median(s["perf/update_ms"] / updates for s in steady if "loss/critic" in s)
+        if any("loss/critic" in s for s in steady)
+        else None,
+        "phase_ms": {p: statistics.median(s[f"perf/{p}_ms"] for s in steady) for p in PHASES} if steady else {},
+        "reward_trend": [[step, s["train/reward_mean"]] for step, _, s in points],
+        "episode_return_trend": [[step, s["episode/return"]] for step, _, s in points if "episode/return" in s],
+        "machine": machine_info(str(trainer.env.device)),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--task", default=None, help="default: g1_tracking if present, else g1_stand")
+    parser.add_argument("--num-envs", type=int, default=4096)
+    parser.add_argument("--seconds", type=float, default=120.0, help="training time after the first window")
+    parser.add_argument("--max-seconds", type=float, default=300.0, help="hard limit, build and compile included")
+    parser.add_argument("--log-every", type=int, default=50)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("overrides", nargs="*", help="extra unilab-train overrides (after --)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as run_dir:
+        args.run_dir = run_dir
+        report = run_check(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+    trend = report["reward_trend"] or [[0, float("nan")]]
+    print(
+        f"gpu_train_check: {report['env_steps_per_s'] or 0:,.0f} env-steps/s, "
+        f"update {report['update_ms'] or 0:.2f} ms, reward {trend[0][1]:.4g} -> {trend[-1][1]:.4g} "
+        f"over {report['env_steps']:,} env steps; {args.out}"
+    )
+    return report
+
+
+if __name__ == "__main__":
+    main()

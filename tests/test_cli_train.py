@@ -1,0 +1,116 @@
+"""``unilab-train`` end to end on the pendulum: run folder, resolved config, errors, resume,
+Ctrl-C, and the main job's CPU downsizing (``python -m unilab_gpu``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from unilab_gpu.__main__ import run as main_job
+from unilab_gpu.cli.train import INTERRUPTED_EXIT_CODE, main
+from unilab_gpu.rl.checkpoint import load_checkpoint
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = [
+    "task=pendulum",
+    "env.num_envs=4",
+    "log_every=1",
+    "progress=lines",
+    "algo=sac",
+    "algo.warmup_steps=1",
+    "algo.batch_size=8",
+    "algo.updates_per_step=1",
+    "algo.buffer_capacity_per_env=16",
+    "algo.actor_hidden_dims=[8]",
+    "algo.critic_hidden_dims=[8]",
+    "algo.num_atoms=11",
+]
+
+
+def test_tiny_run_writes_run_folder_with_resolved_config(tmp_path, capsys):
+    assert main([*TINY, "total_env_steps=8", f"run_root={tmp_path}"]) == 0
+    (run_dir,) = (tmp_path / "pendulum" / "sac").iterdir()  # runs/<task>/<algo>/<timestamp>/
+    cfg = OmegaConf.load(run_dir / "config.yaml")
+    assert (cfg.device, cfg.compile, cfg.env.num_envs) == ("cpu", False, 4)  # "auto" resolved
+    assert cfg.algo.name == "sac" and cfg.algo.batch_size == 8 and list(cfg.algo.actor_hidden_dims) == [8]
+    checkpoint = load_checkpoint(run_dir)
+    assert checkpoint["trainer"]["iteration"] == 2 and checkpoint["trainer"]["env_steps"] == 8
+    out = capsys.readouterr().out
+    assert "it 2/2 | env-steps 8" in out and "done: 8 env steps" in out
+    assert any(p.name.startswith("events.out.tfevents") for p in run_dir.iterdir())
+
+
+def test_resume_continues_the_step_counter(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert main([*TINY, "total_env_steps=8", f"run_dir={run_dir}"]) == 0
+    assert main([f"resume={run_dir}", "total_env_steps=16"]) == 0
+    out = capsys.readouterr().out
+    assert "resumed at iteration 2 (8 env steps)" in out and "it 4/4 | env-steps 16" in out
+    checkpoint = load_checkpoint(run_dir)
+    assert checkpoint["trainer"]["iteration"] == 4
+    # Sampling needs n_step + 1 = 2 replay steps of the process, so each process updates once,
+    # on its second iteration; the schedule advanced once per update and was not restarted.
+    agent_state = checkpoint["trainer"]["agent"]
+    assert agent_state["num_updates"] == 1 + 1
+    assert agent_state["modules"]["schedule"]["num_steps"].item() == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["algo.batch_sz=3"], "batch_sz"),
+        (["algo=ppo"], "ppo"),
+        (["task=no_such_task"], "no_such_task"),
+        (["algo.batch_size=0"], "batch_size"),
+    ],
+)
+def test_bad_config_exits_with_a_message_naming_it(tmp_path, capsys, args, message):
+    assert main([*TINY, f"run_root={tmp_path}", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("unilab-train: error:") and message in err
+
+
+def test_corrupt_checkpoint_on_resume_names_the_file(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert main([*TINY, "total_env_steps=4", f"run_dir={run_dir}"]) == 0
+    (run_dir / "checkpoint.pt").write_bytes(b"\x00garbage")
+    assert main([f"resume={run_dir}"]) == 2
+    err = capsys.readouterr().err
+    assert str(run_dir / "checkpoint.pt") in err and "corrupt" in err and "Traceback" not in err
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "unilab_gpu.cli.train", *TINY, "total_env_steps=100000000", f"run_dir={run_dir}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:  # wait until training is under way
+        if line.startswith("it 3/") or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == INTERRUPTED_EXIT_CODE, err[-2000:]
+    assert "Traceback" not in err
+    assert "checkpoint saved" in out and f"unilab-train resume={run_dir}" in out
+    assert load_checkpoint(run_dir)["trainer"]["iteration"] >= 3
+
+
+def test_main_job_says_it_downsizes_on_cpu(tmp_path, capsys):
+    # The user's overrides come after the CPU downsizing and win: keep this run tiny.
+    assert main_job([*TINY, "total_env_steps=4", "env.cpu_num_envs=2", f"run_root={tmp_path}"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("python -m unilab_gpu: no CUDA device, so a downsized CPU run")

@@ -1,0 +1,116 @@
+"""SAC and FlashSAC learn the pendulum swing-up on CPU (the end-to-end learning check).
+
+Score: mean return of one full 200-step episode in each of 32 evaluation envs (random start
+angle and velocity), deterministic actions. Per-step reward is Gymnasium Pendulum-v1's
+``-(theta^2 + 0.1 thetadot^2 + 0.001 u^2)``, so 0 is the best possible return; a policy that
+swings up and balances scores about -150 to -250 from random starts.
+
+Random policy (uniform actions in [-1, 1]) on the same evaluation: -1181 (measured,
+``test_random_policy_score``).
+
+- SAC must *solve* it: return > -400, above any policy that leaves the pendulum hanging or
+  spinning (about -1000 and worse) and reachable only by swinging up from most starts. Measured:
+  -269 after 12,000 env steps / 2,874 updates (about 1 minute on one core).
+- FlashSAC must *learn* it: return > -750, i.e. swing-ups from a good share of the starts.
+  On this budget it does not reach the solved threshold (measured -561 after 12,000 env steps
+  / 2,874 updates; -534 to -650 across the settings tried): its BatchNorm / unit-norm critic
+  fits the categorical return distribution far more slowly than SAC's LayerNorm MLP here
+  (critic cross-entropy stays near that of a uniform distribution for thousands of updates).
+
+The G1 defaults of configs/algo/*.yaml are sized for 4096 envs on a GPU; the overrides below
+shrink networks and batches to what two CPU cores update in a minute or two. Compilation is
+off (Inductor's CPU codegen alone would take minutes).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.rl.evaluate import agent_policy, evaluate, uniform_random_policy
+from unilab_gpu.rl.factory import algo_config, make_agent
+from unilab_gpu.rl.trainer import Trainer, TrainerSettings
+
+RANDOM_RETURN = -1181.0
+THRESHOLD = {"sac": -400.0, "flashsac": -750.0}
+NUM_ENVS = 8
+
+PENDULUM = {
+    "sac": dict(
+        actor_hidden_dims=[64, 64],
+        critic_hidden_dims=[128, 128],
+        batch_size=128,
+        updates_per_step=2,
+        learning_rate=1e-3,
+        learning_rate_end=1e-3,
+        alpha_init=0.1,
+        v_min=-1000.0,  # returns are not scaled in SAC: the support spans the pendulum's
+        v_max=10.0,  # discounted returns (per-step cost <= 16.3, horizon ~100 steps)
+    ),
+    "flashsac": dict(
+        actor_hidden_dim=32,
+        critic_hidden_dim=128,
+        actor_num_blocks=1,
+        critic_num_blocks=1,
+        batch_size=128,
+        updates_per_step=2,
+        n_step=3,
+        learning_rate=3e-3,
+        learning_rate_end=3e-3,
+        tau=0.1,
+        actor_update_period=1,
+        num_atoms=51,
+        log_std_min=-5.0,  # initial std exp(-1.5) instead of exp(-4): the swing-up needs exploration
+        alpha_init=0.001,  # returns are scaled to about [-3, 0]: a larger alpha drowns the reward
+        noise_max_length=1,
+    ),
+}
+ITERATIONS = {"sac": 1500, "flashsac": 1500}
+
+
+def evaluation_env():
+    return make_env(
+        "pendulum", num_envs=32, compile=False, seed=123, overrides=["randomize_initial_episode_length=false"]
+    )
+
+
+def train(algo: str) -> tuple[Trainer, float]:
+    env = make_env("pendulum", num_envs=NUM_ENVS, compile=False, seed=0)
+    values = {"name": algo, "buffer_capacity_per_env": 2000, **PENDULUM[algo]}
+    cfg = algo_config(values, compile=False)
+    agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
+    settings = TrainerSettings(
+        iterations=ITERATIONS[algo],
+        batch_size=cfg.batch_size,
+        updates_per_step=cfg.updates_per_step,
+        warmup_steps=cfg.warmup_steps,
+        buffer_capacity_per_env=cfg.buffer_capacity_per_env,
+        log_every=100,
+        seed=0,
+    )
+    trainer = Trainer(env, agent, settings)
+    start = time.perf_counter()
+    trainer.train()
+    return trainer, time.perf_counter() - start
+
+
+def test_random_policy_score():
+    env = evaluation_env()
+    stats = evaluate(env, uniform_random_policy(env, torch.Generator().manual_seed(0)), env.max_episode_length)
+    assert stats["episode/count"] == 32
+    assert stats["episode/return"] == pytest.approx(RANDOM_RETURN, abs=30.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_agent_swings_the_pendulum_up(algo):
+    trainer, seconds = train(algo)
+    env = evaluation_env()
+    stats = evaluate(env, agent_policy(trainer.agent), env.max_episode_length)
+    score = stats["episode/return"]
+    print(f"{algo}: {trainer.env_steps} env steps, {trainer.agent.num_updates} updates, {seconds:.0f} s -> {score:.0f}")
+    assert stats["episode/count"] == 32
+    assert score > THRESHOLD[algo], f"{algo} scored {score:.0f} (random {RANDOM_RETURN:.0f}, need {THRESHOLD[algo]})"

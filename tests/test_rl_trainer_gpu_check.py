@@ -1,0 +1,46 @@
+"""``scripts/gpu_train_check.py`` (run by gpu_check.sh on CUDA) works end to end on CPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_train_check.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("gpu_train_check", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cpu_run_writes_a_consistent_report(tmp_path):
+    out = tmp_path / "train_check.json"
+    tiny = [
+        "algo.warmup_steps=2",
+        "algo.batch_size=8",
+        "algo.updates_per_step=2",
+        "algo.buffer_capacity_per_env=16",
+        "algo.actor_hidden_dim=8",
+        "algo.critic_hidden_dim=8",
+        "algo.actor_num_blocks=1",
+        "algo.critic_num_blocks=1",
+        "algo.num_atoms=11",
+    ]
+    args = ["--device", "cpu", "--seconds", "5", "--num-envs", "2", "--log-every", "2", "--out", str(out), "--", *tiny]
+    returned = load_script().main(args)
+    report = json.loads(out.read_text())
+    assert report == json.loads(json.dumps(returned))
+    assert report["device"] == "cpu" and report["algo"] == "flashsac" and report["task"].startswith("g1_")
+    assert report["env_steps"] == 2 * report["iterations"]
+    trend = report["reward_trend"]
+    # One point per logging window; the run continued about 5 s past the first one.
+    assert len(trend) == report["iterations"] // 2 >= 2
+    assert [s for s, _ in trend] == [4 * (i + 1) for i in range(len(trend))]
+    assert 5.0 <= report["train_s"] < 5.0 + 30.0
+    assert report["env_steps_per_s"] > 0 and report["update_ms"] > 0
+    assert set(report["phase_ms"]) == {"act", "env", "replay", "update"}
+    # Two updates per iteration fit in the timed iterations' update phase (medians of the same windows).
+    assert report["update_ms"] * 2 <= 1.5 * max(report["phase_ms"]["update"], 1e-9) + 1.0
