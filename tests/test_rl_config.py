@@ -30,3 +30,5 @@ def test_unknown_key_and_bad_value_are_named():
         FlashSacConfig(v_min=1.0, v_max=0.0)
     with pytest.raises(ValueError, match="'buffer_capacity_per_env'"):
         SacConfig(n_step=4, buffer_capacity_per_env=4)
+    with pytest.raises(ValueError, match="'batch_norm_momentum'"):
+        FlashSacConfig(batch_norm_momentum=0.0)

@@ -65,3 +65,16 @@ def test_running_statistics_are_used_without_batch_stats():
     single = actor(obs[:1], batch_stats=False)[0]
     batched = actor(obs, batch_stats=False)[0][:1]
     torch.testing.assert_close(single, batched)
+
+
+def test_momentum_reaches_every_batch_norm():
+    torch.manual_seed(2)
+    critic = TwinFlashCritic(obs_dim=3, act_dim=1, hidden_dim=4, num_blocks=1, num_atoms=5, momentum=0.1)
+    obs, act = torch.randn(16, 3) + 1.0, torch.randn(16, 1)
+    critic(obs, act, batch_stats=True)
+    x = torch.cat([obs, act], dim=-1)
+    for trunk in critic.trunks:
+        # Input statistics are those of x itself: mean moves 10% of the way from 0.
+        torch.testing.assert_close(trunk.input_norm.running_mean, 0.1 * x.mean(0))
+        norms = [m for m in trunk.modules() if type(m).__name__ == "BatchNorm"]
+        assert len(norms) == 3 and all(m.momentum == 0.1 for m in norms)

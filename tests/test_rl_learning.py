@@ -8,14 +8,17 @@ swings up and balances scores about -150 to -250 from random starts.
 Random policy (uniform actions in [-1, 1]) on the same evaluation: -1181 (measured,
 ``test_random_policy_score``).
 
-- SAC must *solve* it: return > -400, above any policy that leaves the pendulum hanging or
-  spinning (about -1000 and worse) and reachable only by swinging up from most starts. Measured:
-  -269 after 12,000 env steps / 2,874 updates (about 1 minute on one core).
-- FlashSAC must *learn* it: return > -750, i.e. swing-ups from a good share of the starts.
-  On this budget it does not reach the solved threshold (measured -561 after 12,000 env steps
-  / 2,874 updates; -534 to -650 across the settings tried): its BatchNorm / unit-norm critic
-  fits the categorical return distribution far more slowly than SAC's LayerNorm MLP here
-  (critic cross-entropy stays near that of a uniform distribution for thousands of updates).
+Both agents must *solve* it: return > -400, above any policy that leaves the pendulum hanging
+or spinning (about -1000 and worse) and reachable only by swinging up from most starts.
+Measured after 12,000 env steps / 2,874 updates on one core: SAC -269 (about 1 minute),
+FlashSAC -287 (about 2 minutes; seeds 1 and 2 of the same settings: -302, -547).
+
+FlashSAC's BatchNorm running statistics need ``batch_norm_momentum=0.1`` here: with the paper's
+0.01 (a memory of ~100 updates) and this learning rate, the running statistics that the acting
+policy and the actor loss's critic use lag the trained weights so far behind that FlashSAC
+reached only about -560 on this budget. It also keeps the paper's held exploration noise (holds
+of up to 16 steps): redrawing the noise every step (-750 with seed 1) explores the swing-up
+too little.
 
 The G1 defaults of configs/algo/*.yaml are sized for 4096 envs on a GPU; the overrides below
 shrink networks and batches to what two CPU cores update in a minute or two. Compilation is
@@ -35,7 +38,7 @@ from unilab_gpu.rl.factory import algo_config, make_agent
 from unilab_gpu.rl.trainer import Trainer, TrainerSettings
 
 RANDOM_RETURN = -1181.0
-THRESHOLD = {"sac": -400.0, "flashsac": -750.0}
+THRESHOLD = -400.0
 NUM_ENVS = 8
 
 PENDULUM = {
@@ -65,7 +68,7 @@ PENDULUM = {
         num_atoms=51,
         log_std_min=-5.0,  # initial std exp(-1.5) instead of exp(-4): the swing-up needs exploration
         alpha_init=0.001,  # returns are scaled to about [-3, 0]: a larger alpha drowns the reward
-        noise_max_length=1,
+        batch_norm_momentum=0.1,  # running statistics must keep up with 3e-3 steps (see above)
     ),
 }
 ITERATIONS = {"sac": 1500, "flashsac": 1500}
@@ -113,4 +116,4 @@ def test_agent_swings_the_pendulum_up(algo):
     score = stats["episode/return"]
     print(f"{algo}: {trainer.env_steps} env steps, {trainer.agent.num_updates} updates, {seconds:.0f} s -> {score:.0f}")
     assert stats["episode/count"] == 32
-    assert score > THRESHOLD[algo], f"{algo} scored {score:.0f} (random {RANDOM_RETURN:.0f}, need {THRESHOLD[algo]})"
+    assert score > THRESHOLD, f"{algo} scored {score:.0f} (random {RANDOM_RETURN:.0f}, need {THRESHOLD:.0f})"

@@ -111,10 +111,12 @@ class FlashSacConfig(OffPolicyConfig):
     reward_g_max: float = 5.0
     noise_zeta_exponent: float = 2.0
     noise_max_length: int = 16
+    batch_norm_momentum: float = 0.01
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check(self.reward_g_max > 0, "reward_g_max", "> 0", self.reward_g_max)
+        _check(0.0 < self.batch_norm_momentum <= 1.0, "batch_norm_momentum", "in (0, 1]", self.batch_norm_momentum)
         _check(self.noise_max_length >= 1, "noise_max_length", ">= 1", self.noise_max_length)
 
 

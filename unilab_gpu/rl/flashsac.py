@@ -82,9 +82,15 @@ class FlashSacAgent(OffPolicyAgent):
             cfg.actor_num_blocks,
             cfg.log_std_min,
             cfg.log_std_max,
+            cfg.batch_norm_momentum,
         ).to(dev)
         self.critic = TwinFlashCritic(
-            self.critic_obs_dim, self.act_dim, cfg.critic_hidden_dim, cfg.critic_num_blocks, cfg.num_atoms
+            self.critic_obs_dim,
+            self.act_dim,
+            cfg.critic_hidden_dim,
+            cfg.critic_num_blocks,
+            cfg.num_atoms,
+            cfg.batch_norm_momentum,
         ).to(dev)
         self.target_critic = copy.deepcopy(self.critic)
         self.reward_scaler = RewardScaler(self.num_envs, cfg.gamma, cfg.reward_g_max, device=dev)

@@ -14,6 +14,13 @@ set the feature statistics. Hidden linears carry no bias (the BatchNorm that fol
 Every linear weight row is projected back to unit norm after each optimizer step
 (:mod:`unilab_gpu.rl.weight_norm`).
 
+Running statistics (used wherever ``batch_stats=False``: acting, the actor's next-state
+sample in the critic loss, the critic inside the actor loss) follow the batch statistics with
+``momentum`` (paper: 0.01, a memory of about 100 updates). They must keep up with the weights:
+at a high learning rate and a few thousand updates (small tasks) a 100-update lag lets the
+acting policy and the critic the actor climbs drift far from the networks being trained, so
+small tasks raise it (``batch_norm_momentum`` of the FlashSAC config).
+
 BatchNorm mode is an explicit ``batch_stats`` argument instead of ``module.train()`` so that
 one compiled update can use batch statistics for some forwards and running statistics for
 others without recompiling. ``batch_stats=True`` also updates the running statistics.
@@ -49,12 +56,12 @@ class BatchNorm(nn.Module):
 class InvertedResidualBlock(nn.Module):
     """``x + ReLU(BN(W2 ReLU(BN(W1 x))))`` with ``W1: h -> expansion*h``, ``W2: expansion*h -> h``."""
 
-    def __init__(self, hidden_dim: int, expansion: int = 4) -> None:
+    def __init__(self, hidden_dim: int, expansion: int = 4, momentum: float = 0.01) -> None:
         super().__init__()
         self.expand = nn.Linear(hidden_dim, expansion * hidden_dim, bias=False)
-        self.norm1 = BatchNorm(expansion * hidden_dim)
+        self.norm1 = BatchNorm(expansion * hidden_dim, momentum)
         self.contract = nn.Linear(expansion * hidden_dim, hidden_dim, bias=False)
-        self.norm2 = BatchNorm(hidden_dim)
+        self.norm2 = BatchNorm(hidden_dim, momentum)
 
     def forward(self, x: torch.Tensor, batch_stats: bool) -> torch.Tensor:
         y = F.relu(self.norm1(self.expand(x), batch_stats))
@@ -63,13 +70,16 @@ class InvertedResidualBlock(nn.Module):
 
 
 class FlashTrunk(nn.Module):
-    """Embedder, ``num_blocks`` inverted residual blocks and a final RMSNorm: ``(B, in) -> (B, h)``."""
+    """Embedder, ``num_blocks`` inverted residual blocks and a final RMSNorm: ``(B, in) -> (B, h)``.
 
-    def __init__(self, in_dim: int, hidden_dim: int, num_blocks: int) -> None:
+    ``momentum`` is that of every BatchNorm's running statistics.
+    """
+
+    def __init__(self, in_dim: int, hidden_dim: int, num_blocks: int, momentum: float = 0.01) -> None:
         super().__init__()
-        self.input_norm = BatchNorm(in_dim)
+        self.input_norm = BatchNorm(in_dim, momentum)
         self.embed = nn.Linear(in_dim, hidden_dim, bias=False)
-        self.blocks = nn.ModuleList([InvertedResidualBlock(hidden_dim) for _ in range(num_blocks)])
+        self.blocks = nn.ModuleList([InvertedResidualBlock(hidden_dim, momentum=momentum) for _ in range(num_blocks)])
         self.output_norm = nn.RMSNorm(hidden_dim, eps=1e-6)
 
     def forward(self, x: torch.Tensor, batch_stats: bool) -> torch.Tensor:
@@ -90,12 +100,13 @@ class FlashActor(nn.Module):
         num_blocks: int,
         log_std_min: float = -10.0,
         log_std_max: float = 2.0,
+        momentum: float = 0.01,
     ) -> None:
         super().__init__()
         self.act_dim = act_dim
         self.log_std_min = log_std_min
         self.log_std_max = log_std_max
-        self.trunk = FlashTrunk(obs_dim, hidden_dim, num_blocks)
+        self.trunk = FlashTrunk(obs_dim, hidden_dim, num_blocks, momentum)
         self.mean_head = nn.Linear(hidden_dim, act_dim)
         self.log_std_head = nn.Linear(hidden_dim, act_dim)
 
@@ -114,9 +125,11 @@ class FlashActor(nn.Module):
 class TwinFlashCritic(nn.Module):
     """Two categorical critics on FlashSAC trunks; logits ``(2, batch, num_atoms)``."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden_dim: int, num_blocks: int, num_atoms: int) -> None:
+    def __init__(
+        self, obs_dim: int, act_dim: int, hidden_dim: int, num_blocks: int, num_atoms: int, momentum: float = 0.01
+    ) -> None:
         super().__init__()
-        self.trunks = nn.ModuleList([FlashTrunk(obs_dim + act_dim, hidden_dim, num_blocks) for _ in range(2)])
+        self.trunks = nn.ModuleList([FlashTrunk(obs_dim + act_dim, hidden_dim, num_blocks, momentum) for _ in range(2)])
         self.heads = nn.ModuleList([nn.Linear(hidden_dim, num_atoms) for _ in range(2)])
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor, batch_stats: bool) -> torch.Tensor:
