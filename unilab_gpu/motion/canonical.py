@@ -10,7 +10,13 @@ import numpy as np
 from unilab_gpu.motion.clip import MotionClip, array_shapes
 from unilab_gpu.motion.npzfile import stored_fps
 from unilab_gpu.motion.source import MotionSource
-from unilab_gpu.motion.validation import MotionFormatError, check_array, check_names, frame_count, require
+from unilab_gpu.motion.validation import (
+    check_array,
+    check_names,
+    check_schema_version,
+    frame_count,
+    require,
+)
 
 NAME = "canonical"
 FORMAT_TAG = "unilab-motion"
@@ -44,9 +50,7 @@ def looks_like(data: dict[str, Any]) -> bool:
 
 def read(data: dict[str, Any], input_fps: float | None, source: str) -> MotionSource:
     """A canonical file's contents (validated against :class:`MotionClip`'s layout)."""
-    version = int(require(data, "schema_version", source))
-    if version != SCHEMA_VERSION:
-        raise MotionFormatError(f"{source}: 'schema_version' is {version}, expected {SCHEMA_VERSION}")
+    check_schema_version(data, SCHEMA_VERSION, source)
     fps = stored_fps(data, input_fps, source)
     joint_names = check_names("joint_names", require(data, "joint_names", source))
     body_names = check_names("body_names", require(data, "body_names", source))

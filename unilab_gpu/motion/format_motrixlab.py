@@ -19,7 +19,14 @@ import numpy as np
 
 from unilab_gpu.motion.npzfile import stored_fps
 from unilab_gpu.motion.source import MotionSource
-from unilab_gpu.motion.validation import MotionFormatError, check_array, check_names, frame_count, require
+from unilab_gpu.motion.validation import (
+    MotionFormatError,
+    check_array,
+    check_names,
+    check_schema_version,
+    frame_count,
+    require,
+)
 
 NAME = "motrixlab"
 SCHEMA_VERSION = 1
@@ -35,9 +42,7 @@ def xyzw_to_wxyz(quat: np.ndarray) -> np.ndarray:
 
 
 def read(data: dict[str, Any], input_fps: float | None, source: str) -> MotionSource:
-    version = int(require(data, "schema_version", source))
-    if version != SCHEMA_VERSION:
-        raise MotionFormatError(f"{source}: 'schema_version' is {version}, expected {SCHEMA_VERSION}")
+    check_schema_version(data, SCHEMA_VERSION, source)
     fps = stored_fps(data, input_fps, source)
     joint_names = check_names("joint_names", require(data, "joint_names", source))
     t, j = frame_count(data, "joint_pos", source), len(joint_names)

@@ -19,6 +19,13 @@ def require(data: Mapping[str, Any], key: str, source: str) -> Any:
     return data[key]
 
 
+def check_schema_version(data: Mapping[str, Any], expected: int, source: str) -> None:
+    """Raise ``MotionFormatError`` naming ``schema_version`` unless it equals ``expected``."""
+    version = int(require(data, "schema_version", source))
+    if version != expected:
+        raise MotionFormatError(f"{source}: 'schema_version' is {version}, expected {expected}")
+
+
 def check_array(name: str, value: Any, shape: tuple[int | None, ...]) -> np.ndarray:
     """``value`` as a finite float64 array of ``shape`` (``None`` = any size on that axis).
 
