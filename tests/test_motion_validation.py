@@ -198,3 +198,14 @@ def test_check_helpers():
         check_array("x", np.array(["a"]), (1,))
     with pytest.raises(MotionFormatError, match=re.escape("'x' has shape (2, 3), expected (*, 4)")):
         check_array("x", np.zeros((2, 3)), (None, 4))
+
+
+def test_wrong_schema_version_names_the_field(clip, kin, tmp_path):
+    from unilab_gpu.motion.canonical import save_motion
+
+    path = save_motion(clip, tmp_path / "clip.npz")
+    data = dict(np.load(path))
+    data["schema_version"] = np.array(7)
+    np.savez(path, **data)
+    with pytest.raises(MotionFormatError, match="'schema_version' is 7, expected 1"):
+        load_motion(path, kinematics=kin)
