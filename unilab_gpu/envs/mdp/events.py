@@ -33,22 +33,28 @@ def reset_joints_uniform(
     qvel.add_(lo_v + (hi_v - lo_v) * torch.rand(rows, j, device=env.device))
 
 
-def push_root(env: ManagerBasedRlEnv, mask: torch.Tensor, velocity_range: list[list[float]]) -> None:
-    """Add a random root velocity in the rows of ``mask``.
+class PushRoot:
+    """Interval event: add a random root velocity in the rows of ``mask``.
 
     Args:
       velocity_range: six ``[low, high]`` pairs for the world-frame linear (x, y, z, m/s) and
         angular (roll, pitch, yaw rates, rad/s) velocity change, drawn uniformly per row.
     """
-    bounds = torch.tensor(velocity_range, dtype=torch.float32, device=env.device)
-    if bounds.shape != (6, 2):
-        raise ValueError(f"push_root velocity_range must be 6 [low, high] pairs, got shape {tuple(bounds.shape)}")
-    delta = bounds[:, 0] + (bounds[:, 1] - bounds[:, 0]) * torch.rand(env.num_envs, 6, device=env.device)
-    delta = torch.where(mask[:, None], delta, torch.zeros_like(delta))
-    robot = env.robot
-    robot.root_lin_vel_w.add_(delta[:, :3])
-    # The free joint's angular velocity is in the root frame.
-    robot.root_ang_vel_b.add_(quat_apply_inverse(robot.root_quat_w, delta[:, 3:]))
+
+    def __init__(self, env: ManagerBasedRlEnv, velocity_range: list[list[float]]) -> None:
+        # Built once: a host-to-device copy inside the step could not be recorded in a CUDA graph.
+        bounds = torch.tensor(velocity_range, dtype=torch.float32, device=env.device)
+        if bounds.shape != (6, 2):
+            raise ValueError(f"push velocity_range must be 6 [low, high] pairs, got shape {tuple(bounds.shape)}")
+        self.low, self.span = bounds[:, 0], bounds[:, 1] - bounds[:, 0]
+
+    def __call__(self, env: ManagerBasedRlEnv, mask: torch.Tensor) -> None:
+        delta = self.low + self.span * torch.rand(env.num_envs, 6, device=env.device)
+        delta = torch.where(mask[:, None], delta, torch.zeros_like(delta))
+        robot = env.robot
+        robot.root_lin_vel_w.add_(delta[:, :3])
+        # The free joint's angular velocity is in the root frame.
+        robot.root_ang_vel_b.add_(quat_apply_inverse(robot.root_quat_w, delta[:, 3:]))
 
 
 def randomize_geom_friction(

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from unilab_gpu.utils.rotations import quat_apply_inverse
+from unilab_gpu.envs.mdp.observations import gravity_in_frame
 
 if TYPE_CHECKING:
     from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
@@ -21,9 +21,8 @@ def anchor_height_error(env: ManagerBasedRlEnv, threshold: float, command_name: 
 def anchor_orientation_error(env: ManagerBasedRlEnv, threshold: float, command_name: str = "motion") -> torch.Tensor:
     """The z components of gravity seen from the reference and the robot anchor differ by more than ``threshold``."""
     cmd = env.command_manager.get(command_name)
-    down = torch.tensor([0.0, 0.0, -1.0], device=env.device).expand(env.num_envs, 3)
-    ref = quat_apply_inverse(cmd.anchor_quat_w, down)[:, 2]
-    robot = quat_apply_inverse(cmd.robot_anchor_quat_w, down)[:, 2]
+    ref = gravity_in_frame(cmd.anchor_quat_w)[:, 2]
+    robot = gravity_in_frame(cmd.robot_anchor_quat_w)[:, 2]
     return torch.abs(ref - robot) > threshold
 
 
