@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# One command for a machine with a CUDA GPU: the GPU tests and a short benchmark, results to $OUT.
+# One command for a machine with a CUDA GPU: self-check, GPU tests, benchmark, short training.
 #
 #   OUT=/some/dir bash scripts/gpu_check.sh        # default OUT: ./gpu_check_out
 #
-# Installs nothing from the network. Python packages that the machine lacks (mujoco, mujoco-warp,
+# Writes to $OUT: environment.txt, doctor.json, gpu_tests.xml, bench_gpu_capture_{on,off}.json,
+# train_check.json, and summary.txt (one line per block with its exit status and seconds).
+# Installs nothing from the network; Python packages the machine lacks (mujoco, mujoco-warp,
 # warp-lang, hydra-core) can travel as wheels in ./.whl/ and are installed from there offline.
-# Takes under 8 minutes on one H200: tests and physics bench ~3 min, env bench <= 2 min,
-# training check <= 2.5 min.
+#
+# Time budgets (seconds, each block is cut at its budget; a cold Warp + Triton kernel cache is
+# paid in the doctor block, the first to build a G1 env): doctor 180, tests 150, bench 2 x 45,
+# training 120; at most 540 s in all (9 minutes).
+# Exits non-zero if CUDA is unusable (before anything else) or if any block fails or times out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_check_out}"
 mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
 status=0
+: > "$OUT/summary.txt"
 
 if [ -d .whl ]; then
   "$PY" -m pip install --quiet --no-index --find-links .whl mujoco mujoco-warp warp-lang hydra-core \
@@ -20,38 +26,57 @@ if [ -d .whl ]; then
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
-"$PY" - <<'PY' | tee "$OUT/environment.txt"
+# 0. CUDA must work: a green check of skipped GPU tests would prove nothing.
+if ! "$PY" - <<'PY' 2>&1 | tee "$OUT/environment.txt"; then
+import sys
 import torch, warp as wp, mujoco, mujoco_warp
-print("torch", torch.__version__, "cuda", torch.version.cuda, "device", torch.cuda.get_device_name(0))
+if not torch.cuda.is_available():
+    sys.exit(f"gpu_check: FAILED: torch {torch.__version__} (CUDA build {torch.version.cuda}) sees no CUDA device")
+x = torch.ones(1, device="cuda") + 1  # a real launch, not just a device count
+torch.cuda.synchronize()
+print("torch", torch.__version__, "cuda", torch.version.cuda, "devices", torch.cuda.device_count(),
+      torch.cuda.get_device_name(0))
 print("warp", wp.__version__, "driver", wp.get_cuda_driver_version(), "mujoco", mujoco.__version__,
       "mujoco_warp", mujoco_warp.__version__)
 PY
+  echo "gpu_check: CUDA is not usable here; nothing else was run" | tee -a "$OUT/summary.txt"
+  exit 2
+fi
 
-# 1. Tests marked gpu (capture equals eager, no host sync during replay, ...).
-"$PY" -m pytest -m gpu -q -rs --junitxml="$OUT/gpu_tests.xml" 2>&1 | tee "$OUT/gpu_tests.log" || status=1
+block() {  # block NAME BUDGET_S COMMAND...: run with a time limit, record status and seconds
+  local name=$1 budget=$2 start rc
+  shift 2
+  start=$(date +%s)
+  timeout "$budget" "$@"
+  rc=$?
+  [ $rc -eq 124 ] && echo "gpu_check: $name ran past its ${budget} s budget"
+  [ $rc -ne 0 ] && status=1
+  echo "$name exit=$rc seconds=$(( $(date +%s) - start )) budget=$budget" | tee -a "$OUT/summary.txt"
+}
 
-# 2. Physics-only throughput, captured as one CUDA graph.
-"$PY" scripts/bench_physics.py --device cuda --num-envs 1024 4096 8192 --steps 200 \
-  --out "$OUT/physics_gpu.json" 2>&1 | tail -n 5 || status=1
+# 1. unilab-doctor: capture, replay == eager (deterministic), no sync in replay, speed and phases.
+block doctor 180 "$PY" -m unilab_gpu.cli.doctor --device cuda --out "$OUT/doctor.json"
 
-# 3. unilab-bench: the whole env step with the CUDA graph on and off (eager phases, so no
-#    torch.compile time), per-phase ms from events inside the graph. <= 2 minutes in all:
-#    each run is cut at 60 s; the JSON and PNG are rewritten after every size.
-bench_task=g1_tracking
-[ -f configs/task/g1_tracking.yaml ] || bench_task=g1_stand
+# 2. Tests marked gpu; with UNILAB_REQUIRE_GPU=1 they error instead of skipping without CUDA.
+block gpu_tests 150 env UNILAB_REQUIRE_GPU=1 "$PY" -m pytest -m gpu -q -rs -p no:cacheprovider \
+  --junitxml="$OUT/gpu_tests.xml"
+
+# 3. unilab-bench: the tracking step at 1024 / 4096 / 8192 envs with the CUDA graph on and off
+#    (eager terms: no torch.compile time), physics alone in the same run, per-phase ms from events
+#    inside the graph. The JSON is rewritten after every size, so a cut run keeps what it measured.
 for capture in on off; do
   flags=(--out "$OUT/bench_gpu_capture_$capture.json")
   [ "$capture" = off ] && flags+=(--no-capture)
   "$PY" -c "import matplotlib" 2>/dev/null && flags+=(--plot "$OUT/bench_gpu_capture_$capture.png")
-  timeout 60 "$PY" -m unilab_gpu.bench --task "$bench_task" --device cuda --num-envs 1024 4096 8192 \
-    --steps 50 --warmup 5 --no-compile "${flags[@]}" 2>&1 | grep -v "^Module " | tail -n 8 || status=1
+  block "bench_capture_$capture" 45 "$PY" -m unilab_gpu.cli.bench --task g1_tracking --device cuda \
+    --num-envs 1024 4096 8192 --steps 50 --warmup 5 --no-compile "${flags[@]}"
 done
 
-# 4. FlashSAC training on G1 tracking at 4096 envs (compiled agent and env, captured step):
-#    75 s of training after the first logging window (torch.compile + capture), <= 150 s in
-#    all; env-steps/s, update ms and the reward trend in train_check.json.
-timeout 170 "$PY" scripts/gpu_train_check.py --device cuda --num-envs 4096 --seconds 75 --max-seconds 150 \
-  --out "$OUT/train_check.json" 2>&1 | grep -v "^Module " | tail -n 5 || status=1
+# 4. Two minutes of FlashSAC on G1 tracking at 4096 envs (compiled agent and env, captured step);
+#    fails unless updates ran and every logged loss is finite.
+block train 120 "$PY" scripts/gpu_train_check.py --device cuda --num-envs 4096 --seconds 45 --max-seconds 110 \
+  --out "$OUT/train_check.json"
 
 echo "gpu_check: results in $OUT (exit $status)"
+cat "$OUT/summary.txt"
 exit $status

@@ -10,7 +10,9 @@ capture and is reported separately. Output keys:
   of each window divided by ``updates_per_step``), and ``phase_ms`` medians of every phase;
 - ``train_s``: seconds from the first logging point to the stop;
 - ``reward_trend``: ``[env_steps, mean per-step reward]`` at every logging point, and
-  ``episode_return_trend`` likewise where episodes ended.
+  ``episode_return_trend`` likewise where episodes ended;
+- ``failures``: why the check fails, empty when it passes: no update ran, a logged loss is not
+  finite, or no env step was taken. The script then exits with status 1.
 
 Usage:
   python scripts/gpu_train_check.py --device cuda --seconds 120 --out $OUT/train_check.json
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import tempfile
 import time
@@ -108,7 +111,23 @@ def run_check(args: argparse.Namespace) -> dict:
         "reward_trend": [[step, s["train/reward_mean"]] for step, _, s in points],
         "episode_return_trend": [[step, s["episode/return"]] for step, _, s in points if "episode/return" in s],
         "machine": machine_info(str(trainer.env.device)),
+        "failures": failures(points, trainer.agent.num_updates, trainer.env_steps),
     }
+
+
+def failures(points: list, num_updates: int, env_steps: int) -> list[str]:
+    """Why a run that raised nothing still does not show that training works on this device."""
+    found = []
+    if env_steps == 0:
+        found.append("no env step was taken")
+    if num_updates == 0 or not any("loss/critic" in s for _, _, s in points):
+        found.append(f"no update ran ({num_updates} updates, {len(points)} logging points): raise --seconds")
+    for step, _, scalars in points:
+        bad = [k for k in ("loss/critic", "loss/actor") if k in scalars and not math.isfinite(scalars[k])]
+        if bad:
+            found.append(f"non-finite {', '.join(bad)} at env step {step:,}")
+            break
+    return found
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -126,13 +145,15 @@ def main(argv: list[str] | None = None) -> dict:
         args.run_dir = run_dir
         report = run_check(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
+    args.out.write_text(json.dumps(report, indent=2, default=str))
     trend = report["reward_trend"] or [[0, float("nan")]]
     print(
         f"gpu_train_check: {report['env_steps_per_s'] or 0:,.0f} env-steps/s, "
         f"update {report['update_ms'] or 0:.2f} ms, reward {trend[0][1]:.4g} -> {trend[-1][1]:.4g} "
         f"over {report['env_steps']:,} env steps; {args.out}"
     )
+    if report["failures"]:
+        raise SystemExit("gpu_train_check: FAILED: " + "; ".join(report["failures"]))
     return report
 
 

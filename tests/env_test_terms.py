@@ -23,3 +23,30 @@ def burn_time(env, milliseconds: float = 5.0) -> torch.Tensor:
     while time.perf_counter() < end:
         pass
     return torch.zeros(env.num_envs, device=env.device)
+
+
+def constant_from_python(env) -> torch.Tensor:
+    """A reward that builds its constant from a Python list on every step (a host-to-device copy)."""
+    weights = torch.tensor([1.0, -1.0])
+    return env.sim.state.qvel[:, :1].sum(dim=1) * weights[0]
+
+
+def reads_back(env) -> torch.Tensor:
+    """A reward that reads a device value into Python on every step (a host sync)."""
+    scale = float(env.sim.state.qpos.abs().max()) + 1.0
+    return env.sim.state.qpos[:, 0] / scale
+
+
+class EpisodeCounter:
+    """Observation: the number of episodes the row has started, ``(num_envs, 1)``; a replay test
+    reads it to tell which episode an observation came from."""
+
+    def __init__(self, env) -> None:
+        self._storage = torch.zeros(env.num_envs + 1, device=env.device)  # + the row padded ids write to
+        self.count = self._storage[: env.num_envs]
+
+    def __call__(self, env) -> torch.Tensor:
+        return self.count[:, None].clone()
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        self._storage.index_add_(0, env_ids, torch.ones(env_ids.shape[0], device=self._storage.device))

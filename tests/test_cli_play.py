@@ -82,7 +82,33 @@ def test_corrupt_checkpoint_is_reported_with_its_name(tmp_path, capsys):
     assert "broken.pt" in err and "Traceback" not in err
 
 
+def test_overrides_apply_on_top_of_the_training_config(run_dir, capsys):
+    argv = [str(run_dir), "--num-envs", "2", "--device", "cpu", "--override", "episode_length_s=2.5"]
+    assert main([*argv, "--override", "rewards.torque=null"]) == 0
+    out = capsys.readouterr().out
+    assert printed(out, "episode/length") == 50 and printed(out, "episode/time_out_rate") == 1.0  # 2.5 s / 0.05 s
+    assert "reward/torque" not in out and "reward/angle" in out
+
+
 def test_task_with_other_sizes_is_refused(run_dir, capsys):
     assert main([str(run_dir), "--task", "g1_stand", "--num-envs", "1", "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert "task 'g1_stand' has (observation dims, action dim)" in err and "{'policy': 3}, 1" in err
+
+
+def test_tracking_errors_are_summed_on_the_device_and_read_once():
+    from types import SimpleNamespace
+
+    import torch
+
+    from unilab_gpu.cli.play import TrackingErrors
+    from unilab_gpu.utils.sync_audit import no_host_sync
+
+    values = iter([{"a": torch.tensor(0.5), "b": torch.tensor(2.0)}, {"a": torch.tensor(1.5), "b": torch.tensor(4.0)}])
+    term = SimpleNamespace(tracking_errors=lambda: next(values))
+    env = SimpleNamespace(command_manager=SimpleNamespace(get=lambda name: term))
+    errors = TrackingErrors(env)
+    with no_host_sync():  # per step: no read back to the host
+        errors(0)
+        errors(1)
+    assert errors.means() == {"a": 1.0, "b": 3.0}

@@ -66,7 +66,7 @@ def test_resume_continues_the_step_counter(tmp_path, capsys):
     ("args", "message"),
     [
         (["algo.batch_sz=3"], "batch_sz"),
-        (["algo=ppo"], "ppo"),
+        (["algo=td3"], "td3"),  # no such algorithm (ppo exists since RSL-RL support)
         (["task=no_such_task"], "no_such_task"),
         (["algo.batch_size=0"], "batch_size"),
     ],
@@ -114,3 +114,17 @@ def test_main_job_says_it_downsizes_on_cpu(tmp_path, capsys):
     assert main_job([*TINY, "total_env_steps=4", "env.cpu_num_envs=2", f"run_root={tmp_path}"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("python -m unilab_gpu: no CUDA device, so a downsized CPU run")
+
+
+def test_a_presets_task_overrides_lead_the_runs_env_overrides():
+    """PPO's preset brings BeyondMimic's action scale to tracking; the user's overrides still win."""
+    from unilab_gpu.cli.train import compose_train_config
+    from unilab_gpu.envs.make_env import make_env
+
+    cfg = compose_train_config(["algo=ppo", "task=g1_tracking", "env.overrides=['actions.effort_scale=0.5']"])
+    assert list(cfg.env.overrides) == ["actions.bounds=null", "actions.effort_scale=0.25", "actions.effort_scale=0.5"]
+    assert "task_overrides" not in cfg.algo
+    assert list(compose_train_config(["algo=ppo", "task=pendulum"]).env.overrides) == []
+    assert list(compose_train_config(["algo=sac", "task=g1_tracking"]).env.overrides) == []
+    env = make_env("g1_tracking", num_envs=2, compile=False, announce=False, overrides=list(cfg.env.overrides))
+    assert env.cfg.actions.bounds is None and env.cfg.actions.effort_scale == 0.5

@@ -164,3 +164,38 @@ def test_unknown_names_in_params_name_the_key() -> None:
         make_env(
             "g1_stand", num_envs=1, compile=False, overrides=["rewards.alive.func=unilab_gpu.envs.mdp.rewards.alvie"]
         )
+
+
+def test_joint_limit_bounds_reach_the_soft_limits_and_zero_is_the_default_pose():
+    """g1_tracking's tanh-bounded actions: +-1 reach every joint's soft (90 %) limit, 0 the default
+    pose, and the remembered action (the last-action observation) stays in [-1, 1]."""
+    import mujoco
+
+    from unilab_gpu.paths import robot_asset
+
+    env = make_env("g1_tracking", num_envs=3, compile=False, announce=False, overrides=["events.push=null"])
+    model = mujoco.MjModel.from_xml_path(str(robot_asset("g1")))
+    joints = model.actuator_trnid[:, 0]
+    lo, hi = model.jnt_range[joints, 0], model.jnt_range[joints, 1]
+    soft = np.stack([(lo + hi) / 2 - 0.45 * (hi - lo), (lo + hi) / 2 + 0.45 * (hi - lo)])
+    default = model.key("stand").qpos[7:]
+    actions = torch.tensor([-3.0, 0.0, 3.0])[:, None].expand(3, 29)  # beyond the bounds too
+    env.action_manager.process(actions)
+    ctrl = env.sim.state.ctrl.numpy()
+    np.testing.assert_allclose(ctrl[0], soft[0], atol=1e-5)
+    np.testing.assert_allclose(ctrl[1], default, atol=1e-6)
+    np.testing.assert_allclose(ctrl[2], soft[1], atol=1e-5)
+    half = torch.full((1, 29), 0.5)
+    env.action_manager.process(torch.cat([half, -half, half]))
+    np.testing.assert_allclose(env.sim.state.ctrl.numpy()[0], default + 0.5 * (soft[1] - default), atol=1e-5)
+    np.testing.assert_allclose(env.sim.state.ctrl.numpy()[1], default - 0.5 * (default - soft[0]), atol=1e-5)
+    env.action_manager.process(actions)
+    last = env.action_manager.last_action
+    assert last.min() == -1.0 and last.max() == 1.0
+
+
+def test_bounds_are_checked_by_name():
+    with pytest.raises(ValueError, match="actions.bounds must be 'joint_limits' or null, got 'tanh'"):
+        make_env("g1_tracking", num_envs=2, compile=False, overrides=["actions.bounds=tanh"])
+    with pytest.raises(ValueError, match="applies to kind 'joint_position' only"):
+        make_env("pendulum", num_envs=2, compile=False, overrides=["+actions.bounds=joint_limits"])

@@ -145,9 +145,9 @@ def test_no_host_sync_in_sample_and_update(lib):
             s.update(clip, frame, failed, valid)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device to build a mismatched generator")
 def test_generator_must_be_on_the_library_device(lib):
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device to build a mismatched generator")
     with pytest.raises(ValueError, match="generator is on cuda"):
         UniformStartSampler(lib, torch.Generator(device="cuda"))
 

@@ -100,16 +100,14 @@ def test_input_fps_may_not_contradict_the_file(tmp_path, clip, kin):
 
 
 def test_single_frame_cannot_be_resampled(tmp_path, clip, kin):
-    one = {k: (v[:1] if k != "fps" else np.array([30])) for k, v in _beyondmimic(clip).items()}
-    with pytest.raises(MotionFormatError, match="cannot resample from 30 to 50 fps: 'joint_pos' has 1 frame"):
-        _load(tmp_path, one, kin)
     two = {k: (v[:2] if k != "fps" else np.array([1000])) for k, v in _beyondmimic(clip).items()}
     with pytest.raises(MotionFormatError, match="yield fewer than 2 output frames"):
         _load(tmp_path, two, kin)
-    # Kept at its own rate, a single frame is a valid (static) clip only if velocities need no derivation.
-    assert _load(tmp_path, one, kin, fps=None).num_frames == 1
-    with pytest.raises(MotionFormatError, match="'joint_pos' needs at least 2 frames to derive a velocity"):
-        _load(tmp_path, one, kin, fps=None, derive_velocities=True)
+    # A single frame is refused at any rate (issue 11: it would end every episode on every step).
+    one = {k: (v[:1] if k != "fps" else np.array([30])) for k, v in _beyondmimic(clip).items()}
+    for fps in (50.0, None):
+        with pytest.raises(MotionFormatError, match=r"the clip has 1 frame\(s\), expected at least 2"):
+            _load(tmp_path, one, kin, fps=fps)
 
 
 def test_wrong_joint_names_listed_with_close_matches(tmp_path, clip, kin):

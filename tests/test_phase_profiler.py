@@ -180,3 +180,43 @@ def test_captured_profile_blames_a_gpu_slow_observation_on_the_observing_phases(
     assert float(np.median(profile.profiled_step_ms)) == pytest.approx(step, rel=0.15)
     # Physics in the step costs about what physics alone costs.
     assert ms["physics"] == pytest.approx(float(np.median(profile.physics_only_ms)), rel=0.5)
+
+
+def test_cuda_timers_record_on_the_timed_devices_stream(monkeypatch) -> None:
+    """For a cuda:1 env while cuda:0 is current, every timing event records on cuda:1's current
+    stream (a bare ``record()`` would time cuda:0's idle stream). Runs on CPU with stand-ins."""
+    from types import SimpleNamespace
+
+    from unilab_gpu.profiling.physics_timer import PhysicsTimer
+    from unilab_gpu.profiling.step_timer import StepTimer
+
+    recorded = []
+
+    class FakeEvent:
+        def __init__(self, **kwargs) -> None:
+            pass
+
+        def record(self, stream=None) -> None:
+            recorded.append(stream)
+
+        def elapsed_time(self, other) -> float:
+            return 1.0
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: f"stream@{torch.device(device)}")
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    gpu1 = torch.device("cuda", 1)
+
+    clock = make_phase_clock(("a", "b"), window=1, device=gpu1)
+    clock.start(0)
+    mark = clock.marker(0)
+    mark("a")
+    mark("b")
+    sim = SimpleNamespace(torch_device=gpu1, step=lambda substeps: None)
+    PhysicsTimer(sim, 4, capture=False).time(2)
+    env = SimpleNamespace(device=gpu1, reset_rows=SimpleNamespace(reset_mask=torch.zeros(3, dtype=torch.bool)))
+    env.step = lambda actions: None
+    # StepTimer allocates its reset counter on the env's device; keep it on the CPU here.
+    monkeypatch.setattr(torch, "zeros", lambda *a, **k: torch.empty(0).new_zeros(*a, dtype=k.get("dtype")))
+    StepTimer(env, actions=None).time(2)
+    assert len(recorded) == 3 + 3 + 4 and set(recorded) == {"stream@cuda:1"}

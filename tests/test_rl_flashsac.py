@@ -1,4 +1,4 @@
-"""FlashSAC agent: learning signal, compiled == eager, update cadence, projections, schedule."""
+"""FlashSAC agent: learning signal, compiled == eager, update cadence, norm constraints, heads, schedule."""
 
 import math
 
@@ -8,7 +8,7 @@ from rl_agent_helpers import COMPILE_BACKEND, bandit_distance, synthetic_batch, 
 
 from unilab_gpu.rl.config import FlashSacConfig
 from unilab_gpu.rl.flashsac import FlashSacAgent
-from unilab_gpu.rl.weight_norm import linear_weights
+from unilab_gpu.rl.flashsac_networks import normalization_affines, unit_norm_weights
 
 SMALL = dict(
     actor_hidden_dim=16, critic_hidden_dim=16, actor_num_blocks=1, critic_num_blocks=1, num_atoms=21, compile=False
@@ -55,6 +55,10 @@ def test_compiled_update_matches_eager():
     torch.testing.assert_close(results[1][1], results[0][1], rtol=1e-5, atol=1e-6)
 
 
+def _row_norms(weight):
+    return torch.linalg.vector_norm(weight, dim=-1)
+
+
 def test_actor_and_temperature_step_every_second_update_with_unit_norm_rows():
     agent = _make()
     batch = synthetic_batch(32, 5, 7, 2)
@@ -70,10 +74,49 @@ def test_actor_and_temperature_step_every_second_update_with_unit_norm_rows():
         changed.append(actor_moved)
     assert changed == [True, False, True, False]
     for module in (agent.actor, agent.critic, agent.target_critic):
-        for weight in linear_weights(module):
-            torch.testing.assert_close(
-                torch.linalg.vector_norm(weight, dim=-1), torch.ones(weight.shape[0]), atol=1e-5, rtol=0
-            )
+        for weight in unit_norm_weights(module):
+            torch.testing.assert_close(_row_norms(weight), torch.ones(weight.shape[0]), atol=1e-5, rtol=0)
+
+
+def test_actor_heads_start_near_zero_outside_the_projection():
+    torch.manual_seed(0)
+    agent = _make()
+    actor = agent.actor
+    # Trunk linears are projected, heads are not (authors' code, leeyngdo/FlashSAC 9100e66).
+    assert len(unit_norm_weights(actor)) == 3  # embed + expand/contract of one block
+    assert all(w is not actor.mean_head.weight and w is not actor.log_std_head.weight for w in unit_norm_weights(actor))
+    assert 0.5e-3 < actor.mean_head.weight.std().item() < 2e-3
+    for p in (actor.mean_head.bias, actor.log_std_head.weight, actor.log_std_head.bias):
+        assert torch.count_nonzero(p) == 0
+    mean, log_std = actor(torch.randn(64, 5) * 3, batch_stats=True)
+    assert mean.abs().max().item() < 0.05  # |h| ~ sqrt(16) after RMSNorm, weights ~1e-3
+    torch.testing.assert_close(log_std, torch.full_like(log_std, -2.5))  # middle of [-5, 0]
+    batch = synthetic_batch(32, 5, 7, 2)
+    for _ in range(4):
+        agent.update(batch)
+    # The heads learn freely: after a few steps of lr 3e-4 their rows are nowhere near unit norm.
+    assert _row_norms(actor.mean_head.weight).max().item() < 0.1
+    assert torch.count_nonzero(actor.log_std_head.weight) > 0
+
+
+def test_norms_stay_at_their_targets_over_many_updates():
+    torch.manual_seed(4)
+    agent = _make(learning_rate=1e-2, learning_rate_end=1e-2, actor_update_period=1)
+    networks = (agent.actor, agent.critic, agent.target_critic)
+    assert [len(normalization_affines(n)) for n in networks] == [4, 8, 8]  # 3 BatchNorms + RMSNorm per trunk
+    for step in range(60):
+        agent.update(synthetic_batch(32, 5, 7, 2, seed=step))
+        for network in networks:
+            for weight in unit_norm_weights(network):
+                torch.testing.assert_close(_row_norms(weight), torch.ones(weight.shape[0]), atol=1e-5, rtol=0)
+            for group in normalization_affines(network):
+                norm = torch.sqrt(sum(p.detach().square().sum() for p in group))
+                assert abs(norm.item() - group[0].shape[0] ** 0.5) < 1e-4, (step, norm.item())
+    # The affine parameters did move (direction, not norm): 60 Adam steps of 1e-2 reshape gamma and beta.
+    for network in (agent.actor, agent.critic):
+        gammas = torch.cat([group[0].detach() for group in normalization_affines(network)])
+        betas = torch.cat([group[1].detach() for group in normalization_affines(network) if len(group) == 2])
+        assert (gammas - 1).abs().max().item() > 0.05 and betas.abs().max().item() > 0.05
 
 
 def test_rewards_are_scaled_and_lr_follows_cosine():

@@ -80,8 +80,11 @@ def evaluation_env():
     )
 
 
-def train(algo: str) -> tuple[Trainer, float]:
-    env = make_env("pendulum", num_envs=NUM_ENVS, compile=False, seed=0)
+def train(algo: str, seed: int = 0) -> tuple[Trainer, float]:
+    # Seed the global generator too: it initialises the networks and draws the policy noise, so
+    # without it the result would depend on which tests ran before in the same process.
+    torch.manual_seed(seed)
+    env = make_env("pendulum", num_envs=NUM_ENVS, compile=False, seed=seed)
     values = {"name": algo, "buffer_capacity_per_env": 2000, **PENDULUM[algo]}
     cfg = algo_config(values, compile=False)
     agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
@@ -92,7 +95,7 @@ def train(algo: str) -> tuple[Trainer, float]:
         warmup_steps=cfg.warmup_steps,
         buffer_capacity_per_env=cfg.buffer_capacity_per_env,
         log_every=100,
-        seed=0,
+        seed=seed,
     )
     trainer = Trainer(env, agent, settings)
     start = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Running observation statistics equal the statistics of all data seen."""
+"""Running observation statistics equal the statistics of all data seen; the std floor."""
 
 import numpy as np
 import pytest
@@ -17,7 +17,23 @@ def test_running_stats_match_full_data():
     np.testing.assert_allclose(norm.mean.numpy(), data.mean(0), rtol=1e-5)
     np.testing.assert_allclose(norm.var.numpy(), data.var(0), rtol=1e-4)
     x = torch.tensor(data[:3])
-    np.testing.assert_allclose(norm(x).numpy(), (data[:3] - data.mean(0)) / np.sqrt(data.var(0) + 1e-8), rtol=1e-4)
+    expected = (data[:3] - data.mean(0)) / (data.std(0) + 1e-2)
+    np.testing.assert_allclose(norm(x).numpy(), expected, rtol=1e-4)
+
+
+def test_near_constant_feature_is_amplified_at_most_one_over_the_floor():
+    # Feature 0 barely moves (std 1e-6), feature 1 is ordinary; NumPy reference with the floor.
+    rng = np.random.default_rng(1)
+    data = np.stack([5.0 + 1e-6 * rng.standard_normal(256), rng.normal(0.0, 3.0, 256)], axis=1)
+    norm = ObsNormalizer(2, std_floor=0.05, clip=10.0)
+    norm.update(torch.tensor(data, dtype=torch.float64))
+    x = np.array([[5.0 + 0.1, 1.5], [5.0 - 0.2, -30.0]])
+    expected = np.clip((x - data.mean(0)) / (data.std(0) + 0.05), -10.0, 10.0)
+    got = norm(torch.tensor(x)).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)  # statistics are float32
+    # A 0.1 step of the constant feature reads as ~2 (0.1 / 0.05), not as the clip
+    # (sqrt(var + 1e-8) would have divided by 1e-4 and returned 10).
+    assert 1.9 < got[0, 0] < 2.1 and got[1, 1] == -10.0
 
 
 def test_clip_disabled_and_shape_error():
@@ -30,3 +46,5 @@ def test_clip_disabled_and_shape_error():
     assert torch.equal(off(x), x)
     with pytest.raises(ValueError, match=r"\(batch, 2\)"):
         norm(torch.zeros(3))
+    with pytest.raises(ValueError, match="std_floor must be > 0"):
+        ObsNormalizer(2, std_floor=0.0)

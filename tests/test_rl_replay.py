@@ -168,9 +168,10 @@ def test_errors_and_bytes_per_transition():
             z,
             z,
         )
-    # obs 2 x 4 x 4 B + action 8 B + reward 4 B + flags 2 B + final index 8 B, plus the side
-    # table (2 + ceil(0.125 * 20) = 5 rows + padding, 2 x 16 B obs + 8 B owner) and slot steps.
-    expected = 32 + 8 + 4 + 2 + 8 + (6 * (32 + 8) + 10 * 8) / 20
+    # obs 2 x 4 x 4 B + action 8 B + reward 4 B + flags 3 B (terminated, truncated, valid) + final
+    # index 8 B, plus the side table (2 + ceil(0.125 * 20) = 5 rows + padding, 2 x 16 B obs + 8 B
+    # owner) and slot steps.
+    expected = 32 + 8 + 4 + 3 + 8 + (6 * (32 + 8) + 10 * 8) / 20
     assert buffer.bytes_per_transition == pytest.approx(expected)
 
 
@@ -184,3 +185,41 @@ def test_reduced_precision_observations_are_returned_as_float32():
     assert batch["policy_obs"].dtype == torch.float32 and batch["next_critic_obs"].dtype == torch.float32
     rows = batch["policy_obs"][:, 0].long() // 3  # 1 -> env 0, 4 -> env 1
     torch.testing.assert_close(batch["policy_obs"], obs[rows], rtol=4e-3, atol=0)
+
+
+def test_steps_past_an_episode_end_are_never_sampled_or_joined(n_step=3):
+    """Rows whose reset is deferred keep stepping past their end (``valid`` False) and then jump to
+    the next episode: no sampled transition starts there or joins two episodes."""
+    rng = np.random.default_rng(7)
+    num_envs, steps = 6, 120
+    buffer = _make(num_envs=num_envs, capacity=steps, n_step=n_step)
+    episode, t = np.zeros(num_envs), np.zeros(num_envs)
+    deferred = np.zeros(num_envs, dtype=int)  # steps left before a pending row is reset
+    pending = np.zeros(num_envs, dtype=bool)
+    invalid_steps = 0
+    for _ in range(steps):
+        valid = ~pending
+        obs = np.stack([np.arange(num_envs), episode, t, valid.astype(float)], -1)
+        ended = valid & (rng.random(num_envs) < 0.15)
+        final = obs + np.array([0, 0, 1, 0])
+        f = lambda x, dtype=torch.float32: torch.tensor(x, dtype=dtype)  # noqa: E731
+        buffer.add(
+            f(obs), f(obs), f(obs[:, :2]), f(rng.normal(size=num_envs)), f(ended, torch.bool),
+            f(np.zeros(num_envs), torch.bool), f(final), f(final), f(valid, torch.bool),
+        )  # fmt: skip
+        invalid_steps += int((~valid).sum())
+        # Ended rows reset now or after 1-2 deferred steps; pending rows count down.
+        newly = ended & (rng.random(num_envs) < 0.5)
+        deferred = np.where(newly, rng.integers(1, 3, num_envs), deferred)
+        reset_now = (ended & ~newly) | (pending & (deferred == 1))
+        deferred = np.where(pending, deferred - 1, deferred)
+        pending = (pending | newly) & ~reset_now
+        episode = np.where(reset_now, episode + 1, episode)
+        t = np.where(reset_now, 0, t + 1)
+    assert invalid_steps > 50  # the stream really has steps past episode ends
+    batch = buffer.sample(4000, torch.Generator().manual_seed(0))
+    assert (batch["policy_obs"][:, 3] == 1).all()  # never a start past an end
+    usable = batch["discount"] > 0
+    same_episode = batch["next_policy_obs"][:, 1] == batch["policy_obs"][:, 1]
+    assert same_episode.all()  # next obs (n-step successor or final obs) of the same episode
+    assert usable.float().mean() > 0.5

@@ -7,24 +7,12 @@ import torch
 
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.rl.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from unilab_gpu.rl.factory import algo_config, make_agent
+from unilab_gpu.rl.factory import TINY_CONFIGS, algo_config, make_agent
 from unilab_gpu.rl.trainer import Trainer, TrainerSettings
 from unilab_gpu.utils.sync_audit import no_host_sync
 
 NUM_ENVS = 4
-TINY = {
-    "sac": dict(name="sac", actor_hidden_dims=[16], critic_hidden_dims=[16], num_atoms=11, batch_size=16),
-    "flashsac": dict(
-        name="flashsac",
-        actor_hidden_dim=8,
-        critic_hidden_dim=8,
-        actor_num_blocks=1,
-        critic_num_blocks=1,
-        num_atoms=11,
-        batch_size=16,
-        learning_rate_decay_steps=40,
-    ),
-}
+TINY = TINY_CONFIGS
 
 
 class RecordingLogger:
@@ -115,8 +103,7 @@ def test_iterations_after_warmup_do_no_host_sync(algo):
     trainer.settings.iterations = 9
     with no_host_sync():
         for _ in range(3):
-            trainer._iterate(timed=False)
-            trainer.iteration += 1
+            trainer.run_iteration()
     assert trainer.agent.num_updates == trainer.settings.updates_per_step * (9 - 2 + 1)
 
 
@@ -137,6 +124,20 @@ def test_checkpoint_round_trip_restores_networks_optimizers_and_counter(tmp_path
     assert fresh.iteration == 8 and fresh.env_steps == 8 * NUM_ENVS
     assert fresh.agent.num_updates == trainer.agent.num_updates
     assert torch.equal(fresh.generator.get_state(), trainer.generator.get_state())
+
+
+def test_a_state_from_another_device_type_loads_and_reseeds_sampling():
+    trainer, _ = make_trainer(iterations=8, warmup=2)
+    trainer.train()
+    state = trainer.state_dict()
+    # A CUDA generator's state is Philox seed + offset, 16 bytes; a CPU one is 5056 bytes.
+    state["generator"] = torch.zeros(16, dtype=torch.uint8)
+    fresh, _ = make_trainer(iterations=8, warmup=2, seed=1)
+    fresh.load_state_dict(state)  # used to raise "RNG state is wrong size"
+    for key, value in agent_tensors(trainer).items():
+        assert torch.equal(agent_tensors(fresh)[key], value), key
+    expected = torch.Generator().manual_seed(fresh.settings.seed + 8).get_state()
+    assert fresh.iteration == 8 and torch.equal(fresh.generator.get_state(), expected)
 
 
 def test_resume_continues_step_counter_and_learning_rate_schedule(tmp_path):

@@ -6,6 +6,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_train_check.py"
 
 
@@ -34,7 +36,7 @@ def test_cpu_run_writes_a_consistent_report(tmp_path):
     report = json.loads(out.read_text())
     assert report == json.loads(json.dumps(returned))
     assert report["device"] == "cpu" and report["algo"] == "flashsac" and report["task"].startswith("g1_")
-    assert report["env_steps"] == 2 * report["iterations"]
+    assert report["env_steps"] == 2 * report["iterations"] and report["failures"] == []
     trend = report["reward_trend"]
     # One point per logging window; the run continued about 5 s past the first one.
     assert len(trend) == report["iterations"] // 2 >= 2
@@ -44,3 +46,13 @@ def test_cpu_run_writes_a_consistent_report(tmp_path):
     assert set(report["phase_ms"]) == {"act", "env", "replay", "update"}
     # Two updates per iteration fit in the timed iterations' update phase (medians of the same windows).
     assert report["update_ms"] * 2 <= 1.5 * max(report["phase_ms"]["update"], 1e-9) + 1.0
+
+
+def test_a_run_without_updates_fails_the_check(tmp_path):
+    out = tmp_path / "train_check.json"
+    never = ["algo.warmup_steps=100000", "algo.batch_size=8", "algo.actor_hidden_dim=8", "algo.critic_hidden_dim=8"]
+    never += ["algo.actor_num_blocks=1", "algo.critic_num_blocks=1", "algo.num_atoms=11"]
+    args = ["--device", "cpu", "--seconds", "1", "--num-envs", "2", "--log-every", "2", "--out", str(out), "--", *never]
+    with pytest.raises(SystemExit, match="FAILED: no update ran"):
+        load_script().main(args)
+    assert json.loads(out.read_text())["failures"][0].startswith("no update ran")

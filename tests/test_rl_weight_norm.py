@@ -1,10 +1,10 @@
-"""Unit-norm projection of every linear weight row after an optimizer step."""
+"""Unit-norm projection of linear weight rows and fixed-norm rescaling of normalisation affines."""
 
 import numpy as np
 import torch
 
 from unilab_gpu.rl.flashsac_networks import TwinFlashCritic
-from unilab_gpu.rl.weight_norm import linear_weights, project_rows_to_unit_norm_
+from unilab_gpu.rl.weight_norm import linear_weights, project_rows_to_unit_norm_, rescale_to_fixed_norm_
 
 
 def test_unit_norm_projection_after_optimizer_step():
@@ -26,3 +26,18 @@ def test_projection_matches_numpy_and_keeps_direction():
     w = torch.tensor([[3.0, 4.0], [0.0, -2.0]])
     project_rows_to_unit_norm_([w])
     np.testing.assert_allclose(w.numpy(), [[0.6, 0.8], [0.0, -1.0]])
+
+
+def test_fixed_norm_rescaling_matches_numpy():
+    gamma, beta = torch.tensor([3.0, 0.5, -1.0, 2.0]), torch.tensor([1.0, 0.0, 2.0, -0.5])
+    rms_gamma = torch.tensor([0.5, 0.5, 2.0])
+    g, b, r = gamma.numpy().copy(), beta.numpy().copy(), rms_gamma.numpy().copy()
+    rescale_to_fixed_norm_([(gamma, beta), (rms_gamma,)])
+    factor = np.sqrt(4) / np.sqrt((g**2).sum() + (b**2).sum())
+    np.testing.assert_allclose(gamma.numpy(), g * factor, rtol=1e-6)
+    np.testing.assert_allclose(beta.numpy(), b * factor, rtol=1e-6)
+    np.testing.assert_allclose(rms_gamma.numpy(), r * np.sqrt(3) / np.linalg.norm(r), rtol=1e-6)
+    # The initial affine parameters (gamma = 1, beta = 0) are already at the target norm.
+    ones, zeros = torch.ones(5), torch.zeros(5)
+    rescale_to_fixed_norm_([(ones, zeros)])
+    assert torch.equal(ones, torch.ones(5)) and torch.equal(zeros, torch.zeros(5))

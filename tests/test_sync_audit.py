@@ -1,5 +1,6 @@
 """Host-sync audit: every forbidden pattern is caught with op and line, allowed patterns pass."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -9,6 +10,7 @@ T = torch.arange(6.0)
 MASK = T > 2.5
 IDX = torch.tensor([4, 0, 2])
 REPEATS = torch.tensor([1, 0, 2, 1, 0, 1])
+PERMUTATION = torch.tensor([2, 0, 1])
 
 
 def _item():
@@ -88,6 +90,14 @@ def _copy_into_host_tensor():
     return torch.empty(3).copy_(torch.empty(3, device="meta"))
 
 
+def _tensor_from_python_list():
+    return T * torch.tensor([0.0, 0.0, -1.0, 0.0, 0.0, 1.0])
+
+
+def _tensor_from_numpy():
+    return torch.as_tensor(np.arange(6.0, dtype=np.float32)) + T
+
+
 FORBIDDEN = [
     (_item, "aten._local_scalar_dense"),
     (_if_any, "aten._local_scalar_dense"),
@@ -107,6 +117,8 @@ FORBIDDEN = [
     (_index_fill_tensor_value, "aten.index_fill_.int_Tensor"),
     (_device_to_host_copy, "aten._to_copy"),
     (_copy_into_host_tensor, "aten.copy_"),
+    (_tensor_from_python_list, "aten.lift_fresh"),
+    (_tensor_from_numpy, "aten.lift_fresh"),
 ]
 
 
@@ -127,7 +139,7 @@ ALLOWED = [
     (lambda: torch.where(MASK, T, -T), [0.0, -1.0, -2.0, 3.0, 4.0, 5.0]),
     (lambda: T.index_select(0, IDX), [4.0, 0.0, 2.0]),
     (lambda: T[IDX], [4.0, 0.0, 2.0]),
-    (lambda: torch.zeros(3).scatter_(0, torch.tensor([2, 0, 1]), T[:3]), [1.0, 2.0, 0.0]),
+    (lambda: torch.zeros(3).scatter_(0, PERMUTATION, T[:3]), [1.0, 2.0, 0.0]),
     (lambda: torch.cumsum(MASK, 0), [0, 0, 0, 1, 2, 3]),
     (lambda: T.repeat_interleave(REPEATS, output_size=5), [0.0, 2.0, 2.0, 3.0, 5.0]),
     (lambda: T[:2].repeat_interleave(2), [0.0, 0.0, 1.0, 1.0]),
@@ -198,7 +210,19 @@ def test_real_device_syncs_are_caught_on_cuda():
         torch.empty(3).copy_(t)
     with pytest.raises(HostSyncError, match="aten._local_scalar_dense"), no_host_sync():
         t[0].item()
+    with pytest.raises(HostSyncError, match="aten._to_copy.*host-to-device copy"), no_host_sync():
+        torch.ones(3).to("cuda")
+    with pytest.raises(HostSyncError, match="aten.copy_.*host-to-device copy"), no_host_sync():
+        t.copy_(torch.ones(3))
+    seven = torch.full((), 7.0)
     with no_host_sync():
-        out = t.masked_fill(t > 0.5, torch.tensor(7.0))  # a CPU fill value is read without a sync
-        moved = torch.ones(3).to("cuda")  # host-to-device copies are not judged
-    assert out.tolist() == [0.0, 7.0, 7.0] and moved.device.type == "cuda"
+        out = t.masked_fill(t > 0.5, seven)  # a CPU fill value is read without a sync
+    assert out.tolist() == [0.0, 7.0, 7.0]
+
+
+def test_violations_say_whether_they_read_back_or_copy_to_the_device():
+    with no_host_sync(record=True) as audit:
+        _item()
+        _tensor_from_python_list()
+        _nonzero()
+    assert [v.kind for v in audit.violations] == ["host_sync", "host_to_device", "host_sync"]

@@ -18,6 +18,7 @@ import json
 import os
 import shlex
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from unilab_gpu.envs.make_env import available_tasks
 from unilab_gpu.profiling.env_bench import bench_env
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.sim.capture import capture_unsupported_reason
+from unilab_gpu.sim.device import VERBOSE_ENV, resolve_device
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,6 +43,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"--force-resets must be >= 0, got {args.force_resets}")
     if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
         raise SystemExit("--plot needs matplotlib (pip install matplotlib, or the dev extra)")
+    if args.verbose:
+        os.environ[VERBOSE_ENV] = "1"
+    try:
+        args.device = str(resolve_device(args.device))
+    except ValueError as error:
+        raise SystemExit(f"--device: {error}") from None
+    # Found out now, not after minutes of measuring.
+    for option, path in (("--out", args.out), ("--plot", args.plot)):
+        if path is not None and (problem := _unwritable(path)) is not None:
+            raise SystemExit(f"{option}: cannot write {path}: {problem}")
     capture = not args.no_capture and capture_unsupported_reason(args.device) is None
     compile = not args.no_compile
     mode = "+".join(m for m, on in (("compiled", compile), ("captured", capture)) if on) or "eager"
@@ -61,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "config": None,
         "results": [],
     }
+    plot_error: str | None = None
     for num_envs in _progress(args.num_envs):
         print(f"unilab-bench: {args.task} x {num_envs} envs on {args.device} ({mode}) ...", flush=True)
         bench = bench_env(
@@ -87,10 +100,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         # Rewritten after every size, so a later size failing or timing out keeps the earlier ones.
         write_json_atomic(args.out, report)
-        if args.plot is not None:
-            _save_plot(report, args.plot)
+        if args.plot is not None and plot_error is None:
+            try:
+                _save_plot(report, args.plot)
+            except Exception as error:  # the measurements matter more than the chart: keep going
+                plot_error = f"{type(error).__name__}: {error}"
+                print(f"unilab-bench: warning: --plot {args.plot} failed ({plot_error}); measuring on", file=sys.stderr)
+    if plot_error is not None:
+        print(f"wrote {args.out}; the plot failed: {plot_error}", file=sys.stderr)
+        return 1
     print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot is not None else ""))
     return 0
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why a file cannot be written at ``path`` (probing with a temporary file), or ``None``."""
+    if path.is_dir():
+        return "it is a folder"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".probe"):
+            pass
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -126,7 +159,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--task", default="g1_stand", help="a configs/task/<task>.yaml name")
     parser.add_argument("--num-envs", type=int, nargs="+", default=[64], help="one row per size")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    parser.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda or cuda:N")
     parser.add_argument("--steps", type=int, default=100, help="timed steps per size (and profiled steps)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed steps first")
     parser.add_argument("--window", type=int, default=10, help="steps per profiling window (one sync each)")
@@ -135,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--force-resets", type=int, default=0, metavar="K", help="end K rows every step")
     parser.add_argument("--no-compile", action="store_true", help="run the manager phases eagerly")
     parser.add_argument("--no-capture", action="store_true", help="on CUDA, launch the step without a CUDA graph")
+    parser.add_argument("--verbose", action="store_true", help="show Warp's log lines (module loads)")
     parser.add_argument("--override", nargs="*", default=[], help="Hydra overrides of the task config")
     parser.add_argument("--seed", type=int, default=0)
     return parser

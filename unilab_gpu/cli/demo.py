@@ -1,6 +1,6 @@
-"""The main job until training lands: build the G1 simulator, step it, report speed and phases.
+"""The simulator alone (`unilab-demo`): build the G1 worlds, step them, report speed and phases.
 
-Usage: ``python -m unilab_gpu [--device cpu|cuda] [--num-envs N] [--steps N]``
+Usage: ``unilab-demo [--device auto|cpu|cuda|cuda:N] [--num-envs N] [--steps N]``
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import time
 
 import torch
 
+from unilab_gpu.sim.device import resolve_device
 from unilab_gpu.sim.simulator import Simulator
 
 DECIMATION = 4  # physics steps per 50 Hz control step
@@ -55,12 +56,16 @@ def run(device: str, num_envs: int, steps: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Step the G1 simulator and report where the time goes.")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda or cuda:N")
     parser.add_argument("--num-envs", type=int, default=None, help="default: 4096 on CUDA, 32 on CPU")
     parser.add_argument("--steps", type=int, default=50)
     args = parser.parse_args(argv)
-    num_envs = args.num_envs or (4096 if args.device.startswith("cuda") else 32)
-    run(args.device, num_envs, args.steps)
+    try:
+        device = resolve_device(args.device)
+    except ValueError as error:
+        raise SystemExit(f"--device: {error}") from None
+    num_envs = args.num_envs or (4096 if device.type == "cuda" else 32)
+    run(str(device), num_envs, args.steps)
 
 
 if __name__ == "__main__":

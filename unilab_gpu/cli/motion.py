@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -22,10 +23,14 @@ from unilab_gpu.motion.canonical import save_motion
 from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.loader import FORMATS, load_motion, read_source
 from unilab_gpu.motion.synthetic import synthesize_clip
-from unilab_gpu.motion.validation import MotionFormatError
+from unilab_gpu.motion.validation import MAX_FPS, MotionFormatError
 
 
 def _convert(args: argparse.Namespace) -> None:
+    if args.output.is_dir():
+        raise MotionFormatError(
+            f"output {args.output} is a folder; give the output file's path, e.g. {args.output / 'clip.npz'}"
+        )
     clip = load_motion(args.input, args.format, args.input_fps, args.fps, derive_velocities=args.derive_velocities)
     path = save_motion(clip, args.output)
     print(f"wrote {path}: {clip.num_frames} frames at {clip.fps:g} fps ({clip.duration:.2f} s)")
@@ -52,9 +57,19 @@ def _synth(args: argparse.Namespace) -> None:
 
 
 def _positive(text: str) -> float:
-    value = float(text)
-    if not value > 0:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _fps(text: str) -> float:
+    value = _positive(text)
+    if value > MAX_FPS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_FPS:g} frames per second, got {text}")
     return value
 
 
@@ -67,8 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("input", type=Path)
     convert.add_argument("output", type=Path)
     convert.add_argument("--format", choices=formats, default="auto")
-    convert.add_argument("--input-fps", type=_positive, default=None, help="frame rate of a CSV (default 30)")
-    convert.add_argument("--fps", type=_positive, default=CONTROL_FPS, help="output frame rate (default %(default)g)")
+    convert.add_argument("--input-fps", type=_fps, default=None, help="frame rate of a CSV (default 30)")
+    convert.add_argument("--fps", type=_fps, default=CONTROL_FPS, help="output frame rate (default %(default)g)")
     convert.add_argument(
         "--derive-velocities", action="store_true", help="ignore the file's velocities; derive them from the poses"
     )
@@ -77,14 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     info = commands.add_parser("info", help="print a motion file's summary as one JSON object")
     info.add_argument("file", type=Path)
     info.add_argument("--format", choices=formats, default="auto")
-    info.add_argument("--input-fps", type=_positive, default=None)
+    info.add_argument("--input-fps", type=_fps, default=None)
     info.set_defaults(run=_info)
 
     synth = commands.add_parser("synth", help="write a synthetic clip of the project's G1")
     synth.add_argument("output", type=Path)
     synth.add_argument("--seconds", type=_positive, default=10.0)
     synth.add_argument("--seed", type=int, default=0)
-    synth.add_argument("--fps", type=_positive, default=CONTROL_FPS)
+    synth.add_argument("--fps", type=_fps, default=CONTROL_FPS)
     synth.set_defaults(run=_synth)
     return parser
 

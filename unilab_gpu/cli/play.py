@@ -2,15 +2,20 @@
 
 Usage::
 
-    unilab-play RUN_DIR_OR_CHECKPOINT [--steps N] [--num-envs N] [--device D] [--video out.gif]
+    unilab-play RUN_DIR_OR_CHECKPOINT [--steps N] [--num-envs N] [--device D]
+    unilab-play RUN_DIR_OR_CHECKPOINT --video out.mp4 [--env 0] [--seconds 10]
+    unilab-play --onnx policy.onnx [...]      # an exported policy (unilab-export), via onnxruntime
+    unilab-play RUN_DIR --task g1_velocity_play --override commands.twist.params.fixed=[0.8,0.0,0.3]
 
 The env is rebuilt from the checkpoint's config (same task and task overrides) with every
 episode clock starting at zero, so ``--steps`` equal to the episode length (the default) scores
 one full episode per env. Reported: per-term episode rewards, episode length, terminated and
-time-out rates, and for tasks whose ``motion`` command has ``tracking_errors()`` the mean
-per-body tracking errors. ``--video`` renders env 0 with MuJoCo's offscreen renderer into an
-animated GIF when an OpenGL backend is available (set ``MUJOCO_GL=egl`` or ``osmesa`` on a
-headless machine).
+time-out rates, and for tasks whose command has ``tracking_errors()`` the mean tracking
+errors (per body on ``g1_tracking``, velocity errors on ``g1_velocity``). ``--video`` renders
+one world (``--env``) for ``--seconds`` of env time with MuJoCo's offscreen renderer (EGL
+headless, OSMesa with ``MUJOCO_GL=osmesa``) into an MP4 at the control rate, the reference
+motion drawn as a translucent ghost on tracking tasks; without ``--steps`` the rollout lasts as
+long as the video. Needs the ``[video]`` extra.
 """
 
 from __future__ import annotations
@@ -18,90 +23,78 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-import mujoco
-import numpy as np
 import torch
 
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
 from unilab_gpu.rl.checkpoint import CheckpointError, load_checkpoint
 from unilab_gpu.rl.evaluate import agent_policy, evaluate
-from unilab_gpu.rl.factory import algo_config, make_agent
-
-VIDEO_FPS_CAP = 50
-"""Frames per second of the GIF at most (GIF frame delays are whole centiseconds)."""
+from unilab_gpu.rl.factory import agent_from_checkpoint
+from unilab_gpu.sim.device import resolve_device
 
 
 class TrackingErrors:
-    """Mean over steps of ``env.command_manager.get("motion").tracking_errors()`` (name -> float),
-    or nothing when the task has no such command."""
+    """Mean over steps of the ``tracking_errors()`` (name -> float) of the task's first command
+    term that has one (``motion`` first: per-body errors; the velocity task's ``twist``: velocity
+    errors), or nothing when no command has it.
+
+    The per-step errors are summed on the device; :meth:`means` reads them once, at the end.
+    """
 
     def __init__(self, env: ManagerBasedRlEnv) -> None:
-        try:
-            term = env.command_manager.get("motion")
-        except KeyError:
-            term = None
-        method = getattr(term, "tracking_errors", None)
-        self._read = method if callable(method) else None
-        self._sums: dict[str, float] = {}
+        manager = env.command_manager
+        names = ["motion", *(name for name in getattr(manager, "terms", {}) if name != "motion")]
+        self._read = None
+        for name in names:
+            try:
+                method = getattr(manager.get(name), "tracking_errors", None)
+            except KeyError:
+                continue
+            if callable(method):
+                self._read = method
+                break
+        self._sums: dict[str, torch.Tensor] = {}
         self._count = 0
 
     def __call__(self, step: int) -> None:
         if self._read is None:
             return
         for name, value in self._read().items():
-            self._sums[name] = self._sums.get(name, 0.0) + float(value)
+            total = self._sums.get(name)
+            self._sums[name] = value.detach().clone() if total is None else total.add_(value)
         self._count += 1
 
     def means(self) -> dict[str, float]:
-        return {name: total / self._count for name, total in self._sums.items()}
+        """Name -> mean error over the steps seen (one host read for all of them)."""
+        if not self._sums:
+            return {}
+        totals = torch.stack([t.double() for t in self._sums.values()]).tolist()
+        return {name: total / self._count for name, total in zip(self._sums, totals, strict=True)}
 
 
-class GifRecorder:
-    """Renders world 0 of the env after each step; :meth:`save` writes an animated GIF."""
-
-    def __init__(self, env: ManagerBasedRlEnv, width: int = 480, height: int = 360) -> None:
-        self.env = env
-        model = env.sim.mj_model
-        self._data = mujoco.MjData(model)
-        with warnings.catch_warnings():  # GLFW reports a missing display as warnings, then fails
-            warnings.simplefilter("ignore")
-            self._renderer = mujoco.Renderer(model, height, width)
-        self.frames: list[np.ndarray] = []
-
-    def __call__(self, step: int) -> None:
-        state = self.env.sim.state
-        self._data.qpos[:] = state.qpos[0].detach().cpu().numpy()
-        self._data.qvel[:] = state.qvel[0].detach().cpu().numpy()
-        mujoco.mj_forward(self.env.sim.mj_model, self._data)
-        self._renderer.update_scene(self._data)
-        self.frames.append(self._renderer.render().copy())
-
-    def save(self, path: Path) -> None:
-        from PIL import Image
-
-        stride = max(1, math.ceil(1.0 / (VIDEO_FPS_CAP * self.env.step_dt)))  # keep at most the cap
-        images = [Image.fromarray(frame) for frame in self.frames[::stride]]
-        duration_ms = 1e3 * self.env.step_dt * stride
-        images[0].save(path, save_all=True, append_images=images[1:], duration=duration_ms, loop=0)
-
-
-def make_recorder(env: ManagerBasedRlEnv) -> GifRecorder | None:
-    """A recorder, or ``None`` with a one-line message when offscreen rendering is unavailable."""
+def make_recorder(env: ManagerBasedRlEnv, env_id: int = 0, seconds: float = 10.0):
+    """A ``VideoRecorder``, or ``None`` with a one-line message when offscreen rendering is
+    unavailable (no GL library, no display for GLFW)."""
     try:
-        return GifRecorder(env)
-    except Exception as error:  # no GL backend: mujoco raises FatalError or a GL error
+        from unilab_gpu.render.video import VideoRecorder
+    except ModuleNotFoundError as error:
+        print(f"video: {error.name} is not installed (pip install 'unilab-gpu[video]'); continuing without video")
+        return None
+    try:
+        return VideoRecorder(env, env_id, seconds)
+    except ValueError:
+        raise
+    except Exception as error:  # no GL backend: mujoco raises FatalError, GL or import errors
         reason = " ".join(str(error).split())[:160]
         print(f"video: offscreen rendering unavailable ({type(error).__name__}: {reason}); continuing without video")
         return None
 
 
 def play(
-    checkpoint_path: str | Path,
+    checkpoint_path: str | Path | None,
     steps: int | None = None,
     num_envs: int = 16,
     device: str | None = None,
@@ -109,76 +102,122 @@ def play(
     seed: int = 0,
     compile: bool = False,
     task: str | None = None,
+    onnx: str | Path | None = None,
+    video_env: int = 0,
+    video_seconds: float = 10.0,
+    overrides: Sequence[str] = (),
 ) -> dict[str, float]:
-    """Roll out the checkpoint's deterministic policy; returns (and prints) the stats.
+    """Roll out the checkpoint's deterministic policy, or an exported ONNX file's (``onnx``,
+    run with onnxruntime on the CPU); returns (and prints) the stats.
 
     ``task`` replaces the training task (e.g. a ``_play`` variant without observation noise);
-    it must have the same observation and action sizes.
+    it must have the same observation and action sizes. ``overrides`` (Hydra syntax) apply on top
+    of the training run's task overrides, e.g. ``commands.twist.params.fixed=[0.8,0.0,0.3]``.
     """
-    checkpoint = load_checkpoint(checkpoint_path)
-    cfg = checkpoint["config"]
-    task = task or cfg["task"]
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if (checkpoint_path is None) == (onnx is None):
+        raise ValueError("give either a run folder / checkpoint or --onnx FILE")
+    if onnx is not None:
+        from unilab_gpu.export.onnx_policy import OnnxPolicy
+
+        policy = OnnxPolicy(onnx)
+        meta = policy.metadata
+        trained_task, trained_overrides = meta["task"], meta["env_overrides"]
+        trained_sizes = ({meta["observation_group"]: meta["observation_dim"]}, meta["action_dim"])
+        source = f"{meta['algo']} exported to {onnx}"
+    else:
+        checkpoint = load_checkpoint(checkpoint_path)
+        cfg = checkpoint["config"]
+        trained_task, trained_overrides = cfg["task"], cfg["env"]["overrides"]
+        trained_sizes = (checkpoint["observation_dims"], checkpoint["action_dim"])
+        source = f"{cfg['algo']['name']} after {checkpoint['trainer']['env_steps']:,} training env steps"
+    task = task or trained_task
+    device = str(resolve_device(device))
     env = make_env(
         task,
         num_envs=num_envs,
         device=device,
-        overrides=[*cfg["env"]["overrides"], "randomize_initial_episode_length=false"],
+        overrides=[*trained_overrides, "randomize_initial_episode_length=false", *overrides],
         seed=seed,
         compile=compile,
     )
     sizes = (dict(env.observation_dims), env.action_dim)
-    trained_sizes = (checkpoint["observation_dims"], checkpoint["action_dim"])
+    if onnx is not None:
+        sizes = ({group: sizes[0].get(group) for group in trained_sizes[0]}, sizes[1])
     if sizes != trained_sizes:
         raise ValueError(f"task '{task}' has (observation dims, action dim) {sizes}, the policy {trained_sizes}")
-    agent_cfg = algo_config(cfg["algo"], compile=compile)
-    # FlashSAC's per-env state (reward scaler, noise) is sized for the training envs; deterministic
-    # actions accept any batch, so the agent is built as it was trained.
-    agent = make_agent(agent_cfg, env.observation_dims, env.action_dim, checkpoint["num_envs"], env.device)
-    agent.load_state_dict(checkpoint["trainer"]["agent"])
+    if onnx is None:
+        policy = agent_policy(agent_from_checkpoint(checkpoint, env.device, compile=compile))
 
-    steps = steps if steps is not None else env.max_episode_length
+    if steps is None:
+        steps = math.ceil(video_seconds / env.step_dt) if video is not None else env.max_episode_length
     errors = TrackingErrors(env)
-    recorder = make_recorder(env) if video is not None else None
+    recorder = make_recorder(env, video_env, video_seconds) if video is not None else None
 
     def on_step(step: int) -> None:
         errors(step)
         if recorder is not None:
             recorder(step)
 
-    stats = evaluate(env, agent_policy(agent), steps, on_step)
+    stats = evaluate(env, policy, steps, on_step)
     if stats["episode/count"] == 0:  # means over no episode would print as zeros
         stats = {"episode/count": 0.0}
     stats.update({f"tracking/{name}": value for name, value in errors.means().items()})
 
-    trained = checkpoint["trainer"]["env_steps"]
-    print(f"unilab-play: {task} / {cfg['algo']['name']} after {trained:,} training env steps")
+    print(f"unilab-play: {task} / {source}")
     print(f"  {num_envs} envs x {steps} steps, deterministic actions, on {env.device}")
     width = max(len(k) for k in stats)
     for key, value in stats.items():
         print(f"  {key:<{width}}  {value:.6g}")
     if stats["episode/count"] == 0:
         print(f"  no episode ended within {steps} steps (episodes last up to {env.max_episode_length})")
-    if recorder is not None and recorder.frames:
+    if recorder is not None:
         recorder.save(Path(video))
-        print(f"video: {len(recorder.frames)} frames of env 0 -> {video}")
+        recorder.close()
+        ghost = ", reference ghost" if recorder.draws_ghost else ""
+        print(f"video: {len(recorder.frames)} frames of env {video_env}{ghost} -> {video}")
     return stats
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="unilab-play", description=__doc__.split("\n")[0])
-    parser.add_argument("checkpoint", help="run folder (uses its checkpoint.pt) or checkpoint file")
+    parser.add_argument("checkpoint", nargs="?", help="run folder (uses its checkpoint.pt) or checkpoint file")
+    parser.add_argument("--onnx", default=None, help="roll out this exported policy instead (unilab-export)")
     parser.add_argument("--steps", type=int, default=None, help="env steps (default: one episode)")
     parser.add_argument("--num-envs", type=int, default=16)
     parser.add_argument("--device", default=None, help="default: cuda if available, else cpu")
-    parser.add_argument("--video", default=None, help="write env 0 as an animated GIF here")
+    parser.add_argument("--video", default=None, help="render one world into this MP4 file")
+    parser.add_argument("--env", type=int, default=0, help="world to render (default 0)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="video length in env seconds (default 10)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compile", action="store_true", help="torch.compile env and policy")
     parser.add_argument("--task", default=None, help="play on another task config, e.g. g1_tracking_play")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="task config override (repeatable), e.g. commands.twist.params.fixed=[0.8,0.0,0.3]",
+    )
     args = parser.parse_args(argv)
+    for option, value in (("--steps", args.steps), ("--num-envs", args.num_envs)):
+        if value is not None and value < 1:
+            parser.error(f"{option} must be >= 1, got {value}")
     try:
-        play(args.checkpoint, args.steps, args.num_envs, args.device, args.video, args.seed, args.compile, args.task)
-    except (CheckpointError, ValueError, KeyError) as error:
+        play(
+            args.checkpoint,
+            args.steps,
+            args.num_envs,
+            args.device,
+            args.video,
+            args.seed,
+            args.compile,
+            args.task,
+            args.onnx,
+            args.env,
+            args.seconds,
+            args.override,
+        )
+    except (CheckpointError, ValueError, KeyError, FileNotFoundError) as error:
         print(f"unilab-play: error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -1,4 +1,4 @@
-"""``unilab-train``: train SAC or FlashSAC on a task, configured by ``configs/train.yaml``.
+"""``unilab-train``: train SAC, FlashSAC or PPO (RSL-RL) on a task, configured by ``configs/train.yaml``.
 
 Usage::
 
@@ -9,9 +9,11 @@ Usage::
 
 The config is composed with Hydra's compose API: the working directory does not change and
 Hydra writes no output folder of its own. A run folder ``<run_root>/<task>/<algo>/<timestamp>/``
-receives the resolved ``config.yaml``, TensorBoard event files and ``checkpoint.pt``. Ctrl-C
-finishes the current iteration, saves a checkpoint and exits with status 130; a second Ctrl-C
-stops at once.
+receives the resolved ``config.yaml``, TensorBoard event files and ``checkpoint.pt``; it is created
+only once the config is valid and never reused by another run (``unilab_gpu.rl.run_folder``), and
+a resume is checked against its checkpoint before anything is written
+(``unilab_gpu.rl.resume_check``). Ctrl-C finishes the current iteration, saves a checkpoint and
+exits with status 130; a second Ctrl-C stops at once.
 """
 
 from __future__ import annotations
@@ -28,19 +30,28 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from unilab_gpu import __version__
+from unilab_gpu.cli.train_checks import check_train_config
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.paths import CONFIGS_DIR
-from unilab_gpu.rl.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, save_checkpoint
+from unilab_gpu.rl.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, save_checkpoint, write_atomic
 from unilab_gpu.rl.factory import algo_config, make_agent
 from unilab_gpu.rl.logger import TrainLogger
 from unilab_gpu.rl.progress import Progress
+from unilab_gpu.rl.resume_check import built_mismatches, raise_on_mismatches, recorded_mismatches
+from unilab_gpu.rl.run_folder import (
+    CONFIG_NAME,
+    RunFolderError,
+    RunLock,
+    create_run_folder,
+    open_run_folder,
+    resume_command,
+)
 from unilab_gpu.rl.trainer import Trainer, TrainerSettings
-
-CONFIG_NAME = "config.yaml"
-"""Resolved config of a run, inside its run folder."""
+from unilab_gpu.sim.device import resolve_device
 
 INTERRUPTED_EXIT_CODE = 130
 """Exit status after Ctrl-C (128 + SIGINT), as shells report an interrupted command."""
@@ -65,14 +76,30 @@ def compose_train_config(overrides: Sequence[str] = ()) -> DictConfig:
         raise ConfigError(f"train config: {' '.join(str(error).split())}") from None
     for task in tasks:
         cfg.task = task
+    return _with_preset_task_overrides(cfg)
+
+
+def _with_preset_task_overrides(cfg: DictConfig) -> DictConfig:
+    """Move an algo preset's ``task_overrides.<task>`` to the front of ``env.overrides``.
+
+    A preset may need task settings (PPO's unbounded Gaussian actions need BeyondMimic's action
+    scale on tracking, not the joint-limit bounds made for tanh policies). They become ordinary
+    ``env.overrides`` of the run, so ``config.yaml``, resume, play and export all see them, and the
+    user's own overrides, which come after, still win. The key leaves the algo config.
+    """
+    with open_dict(cfg):
+        presets = cfg.algo.pop("task_overrides", None) or {}
+    preset = list(presets.get(cfg.task, []))
+    if preset:
+        cfg.env.overrides = preset + list(cfg.env.overrides)
     return cfg
 
 
 def resolve_auto(cfg: DictConfig) -> DictConfig:
     """Fix the ``auto``/``null`` choices for this machine: ``device``, ``compile``, ``env.num_envs``."""
     cfg = cfg.copy()
-    if cfg.device == "auto":
-        cfg.device = "cuda" if torch.cuda.is_available() else "cpu"
+    check_train_config(cfg)
+    cfg.device = str(resolve_device(cfg.device))
     on_cuda = torch.device(cfg.device).type == "cuda"
     if cfg.compile == "auto":
         cfg.compile = on_cuda
@@ -101,46 +128,101 @@ def resume_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> DictCon
     return cfg  # type: ignore[return-value]
 
 
-def new_run_dir(cfg: DictConfig) -> Path:
-    """``cfg.run_dir`` or ``<run_root>/<task>/<algo>/<timestamp>`` (suffixed if it exists)."""
+def new_run_dir(cfg: DictConfig) -> tuple[Path, bool]:
+    """``cfg.run_dir``, or ``<run_root>/<task>/<algo>/<timestamp>``; and whether the name is a
+    generated one (numbered ``_1``, ``_2``, ... when taken) rather than the user's."""
     if cfg.run_dir is not None:
-        path = Path(cfg.run_dir)
-    else:
-        path = Path(cfg.run_root) / cfg.task / cfg.algo.name / time.strftime("%Y-%m-%d_%H-%M-%S")
-        base, suffix = path, 1
-        while path.exists():
-            path, suffix = Path(f"{base}_{suffix}"), suffix + 1
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+        return Path(cfg.run_dir), False
+    return Path(cfg.run_root) / cfg.task / cfg.algo.name / time.strftime("%Y-%m-%d_%H-%M-%S"), True
 
 
 @dataclass
 class Run:
-    """A training run: its folder, config and trainer."""
+    """A training run: its folder, config, trainer and the lock it holds on the folder."""
 
     run_dir: Path
     cfg: DictConfig
     trainer: Trainer
+    lock: RunLock
 
-    def save(self, trainer: Trainer | None = None) -> Path:
-        """Write ``checkpoint.pt`` atomically (also the ``on_checkpoint`` callback)."""
-        payload = {
+    def payload(self) -> dict:
+        """The checkpoint dictionary: trainer state plus what a resume is checked against."""
+        return {
             "trainer": self.trainer.state_dict(),
             "config": OmegaConf.to_container(self.cfg, resolve=True),
             "num_envs": self.trainer.env.num_envs,
             "observation_dims": dict(self.trainer.env.observation_dims),
             "action_dim": self.trainer.env.action_dim,
+            "package_version": __version__,
         }
-        return save_checkpoint(self.run_dir / CHECKPOINT_NAME, payload)
+
+    def save(self, trainer: Trainer | None = None) -> Path:
+        """Write ``checkpoint.pt`` atomically (also the ``on_checkpoint`` callback); a Ctrl-C
+        during the write is held back until it is done."""
+        with sigint_deferred():
+            return save_checkpoint(self.run_dir / CHECKPOINT_NAME, self.payload())
+
+
+def write_config(cfg: DictConfig, run_dir: Path) -> None:
+    """Write the resolved ``config.yaml`` of a run atomically."""
+    write_atomic(run_dir / CONFIG_NAME, lambda file: file.write(OmegaConf.to_yaml(cfg).encode()))
 
 
 def build_run(cfg: DictConfig, stream=None) -> Run:
-    """Env, agent, trainer and run folder for a resolved config (``resume`` restores state)."""
-    checkpoint = load_checkpoint(cfg.resume) if cfg.resume is not None else None
-    start_iteration = checkpoint["trainer"]["iteration"] if checkpoint else 0
-    run_dir = Path(cfg.resume) if cfg.resume is not None else new_run_dir(cfg)
-    OmegaConf.save(cfg, run_dir / CONFIG_NAME)
+    """Env, agent, trainer and run folder for a resolved config (``resume`` restores state).
 
+    Nothing is written before the config is valid: a new run folder appears (atomically, with
+    its config and an iteration-0 checkpoint) once env and agent are built; a resume locks its
+    folder, checks the config against the checkpoint and only then rewrites ``config.yaml``.
+    """
+    lock, notes, checkpoint = None, [], None
+    if cfg.resume is not None:
+        lock, notes = open_run_folder(Path(cfg.resume))
+    try:
+        if cfg.resume is not None:
+            checkpoint = load_checkpoint(cfg.resume)
+            plain = OmegaConf.to_container(cfg, resolve=True)
+            raise_on_mismatches(cfg.resume, recorded_mismatches(checkpoint, plain, cfg.env.num_envs))
+        run = _build(cfg, checkpoint, lock, stream)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    for note in notes:
+        run.trainer.logger.message(f"{run.run_dir}: {note}")
+    return run
+
+
+def make_trainer(env, cfg: DictConfig, seed: int) -> Trainer:
+    """The trainer of ``cfg.algo``: SAC/FlashSAC's off-policy loop, or RSL-RL's PPO runner
+    (``algo=ppo``, :class:`~unilab_gpu.rl.ppo.PpoTrainer`, same interface)."""
+    algo_values = OmegaConf.to_container(cfg.algo, resolve=True)
+    if cfg.algo.name == "ppo":
+        try:
+            from unilab_gpu.rl.ppo import PpoTrainer
+        except ModuleNotFoundError as error:
+            raise ConfigError(f"algo=ppo needs {error.name}: pip install 'unilab-gpu[rsl]'") from None
+        return PpoTrainer.from_config(  # type: ignore[return-value]
+            env,
+            algo_values,  # type: ignore[arg-type]
+            cfg.total_env_steps,
+            log_every=cfg.log_every,
+            checkpoint_every=cfg.checkpoint_every,
+        )
+    agent_cfg = algo_config(algo_values, compile=cfg.compile)  # type: ignore[arg-type]
+    agent = make_agent(agent_cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
+    settings = TrainerSettings.from_algo(
+        agent_cfg,
+        iterations=max(1, math.ceil(cfg.total_env_steps / env.num_envs)),
+        log_every=cfg.log_every,
+        checkpoint_every=cfg.checkpoint_every,
+        seed=seed,
+    )
+    return Trainer(env, agent, settings)
+
+
+def _build(cfg: DictConfig, checkpoint: dict | None, lock: RunLock | None, stream) -> Run:
+    start_iteration = checkpoint["trainer"]["iteration"] if checkpoint else 0
     # A resumed run reseeds with an offset so it does not replay the first run's randomness.
     seed = cfg.seed + start_iteration
     env = make_env(
@@ -152,27 +234,31 @@ def build_run(cfg: DictConfig, stream=None) -> Run:
         compile=cfg.compile,
         capture=cfg.env.capture,
     )
-    algo_values = OmegaConf.to_container(cfg.algo, resolve=True)
-    agent_cfg = algo_config(algo_values, compile=cfg.compile)  # type: ignore[arg-type]
-    agent = make_agent(agent_cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
-    settings = TrainerSettings(
-        iterations=max(1, math.ceil(cfg.total_env_steps / env.num_envs)),
-        batch_size=agent_cfg.batch_size,
-        updates_per_step=agent_cfg.updates_per_step,
-        warmup_steps=agent_cfg.warmup_steps,
-        buffer_capacity_per_env=agent_cfg.buffer_capacity_per_env,
-        final_obs_fraction=agent_cfg.final_obs_fraction,
-        log_every=cfg.log_every,
-        checkpoint_every=cfg.checkpoint_every,
-        seed=seed,
-    )
-    progress = Progress(settings.iterations, start_iteration, mode=cfg.progress, stream=stream)
-    trainer = Trainer(env, agent, settings, TrainLogger(run_dir, progress))
+    trainer = make_trainer(env, cfg, seed)
+    agent, settings = trainer.agent, trainer.settings
     if checkpoint is not None:
-        if checkpoint["num_envs"] != env.num_envs:
-            raise ConfigError(f"resume: checkpoint has num_envs={checkpoint['num_envs']}, config {env.num_envs}")
+        # Listed with the algo keys that changed, which explain a network-shape mismatch.
+        lines = recorded_mismatches(checkpoint, OmegaConf.to_container(cfg, resolve=True), env.num_envs)
+        lines += built_mismatches(checkpoint, env.observation_dims, env.action_dim, agent.state_dict())
+        raise_on_mismatches(cfg.resume, lines)
         trainer.load_state_dict(checkpoint["trainer"])
-    run = Run(run_dir, cfg, trainer)
+        run_dir = Path(cfg.resume)
+        write_config(cfg, run_dir)
+    else:
+        target, numbered = new_run_dir(cfg)
+
+        def fill(folder: Path) -> None:
+            write_config(cfg, folder)
+            save_checkpoint(folder / CHECKPOINT_NAME, Run(folder, cfg, trainer, None).payload())  # type: ignore[arg-type]
+
+        run_dir, lock = create_run_folder(target, fill, numbered=numbered)
+    try:
+        progress = Progress(settings.iterations, start_iteration, mode=cfg.progress, stream=stream)
+        trainer.logger = TrainLogger(run_dir, progress)
+    except BaseException:
+        lock.release()  # type: ignore[union-attr]
+        raise
+    run = Run(run_dir, cfg, trainer, lock)  # type: ignore[arg-type]
     trainer.on_checkpoint = run.save
     return run
 
@@ -201,15 +287,35 @@ def stop_on_sigint() -> Iterator[list[bool]]:
             signal.signal(signal.SIGINT, previous)
 
 
+@contextmanager
+def sigint_deferred() -> Iterator[None]:
+    """A SIGINT that arrives inside the block goes to the handler in place before it only once
+    the block is done (so a checkpoint write is never cut short by Ctrl-C)."""
+    received: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    except ValueError:  # not the main thread: signals go to the main thread anyway
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    for signum in received if callable(previous) else ():
+        previous(signum, None)
+
+
 def train(cfg: DictConfig, stream=None) -> int:
     """Run a resolved config; returns the process exit status."""
     out = stream if stream is not None else sys.stdout
     run = build_run(cfg, stream=out)
     trainer, logger = run.trainer, run.trainer.logger
     env = trainer.env
+    # One env step per env per iteration off-policy; a PPO iteration is a rollout of several.
+    total_steps = trainer.settings.iterations * env.num_envs * getattr(trainer, "steps_per_env", 1)
     logger.message(
         f"unilab-train: {cfg.task} x {env.num_envs} envs on {env.device}, {cfg.algo.name}, "
-        f"{trainer.settings.iterations} iterations ({trainer.settings.iterations * env.num_envs:,} env steps), "
+        f"{trainer.settings.iterations} iterations ({total_steps:,} env steps), "
         f"compile={cfg.compile}; run folder {run.run_dir}"
     )
     if trainer.iteration:
@@ -217,20 +323,25 @@ def train(cfg: DictConfig, stream=None) -> int:
     try:
         with stop_on_sigint() as stop:
             finished = trainer.train(should_stop=lambda: stop[0])
+            path = run.save()
     except KeyboardInterrupt:  # second Ctrl-C: the state may be mid-update, so do not save it
-        logger.close()
-        print(f"\nstopped; last checkpoint in {run.run_dir}", file=out)
+        print(f"\nstopped; last checkpoint in {run.run_dir}\ncontinue with: {resume_command(run.run_dir)}", file=out)
         return INTERRUPTED_EXIT_CODE
-    path = run.save()
-    logger.close()
+    finally:
+        logger.close()
+        run.lock.release()
     if not finished:
         print(
             f"interrupted at iteration {trainer.iteration}; checkpoint saved to {path}\n"
-            f"continue with: unilab-train resume={run.run_dir}",
+            f"continue with: {resume_command(run.run_dir)}",
             file=out,
         )
         return INTERRUPTED_EXIT_CODE
     print(f"done: {trainer.env_steps:,} env steps; checkpoint {path}", file=out)
+    if cfg.get("export_onnx", True):
+        from unilab_gpu.export.export_run import export_after_training
+
+        print(export_after_training(env, trainer.agent, cfg, run.run_dir), file=out)
     return 0
 
 
@@ -249,7 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         resume = next((a.split("=", 1)[1] for a in args if a.startswith("resume=")), None)
         cfg = resume_config(resume, args) if resume not in (None, "null") else compose_train_config(args)
         return train(resolve_auto(cfg))
-    except (ConfigError, CheckpointError, ValueError) as error:
+    except (ConfigError, CheckpointError, RunFolderError, ValueError) as error:
         print(f"unilab-train: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -8,6 +8,7 @@ its term dataclass and names the key path of any unknown key or wrong type.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ from unilab_gpu.managers.term_cfg import (
     ActionCfg,
     CommandTermCfg,
     EventTermCfg,
+    NoiseCfg,
     ObservationGroupCfg,
     ObservationTermCfg,
     RewardTermCfg,
@@ -38,6 +40,18 @@ class SimCfg:
 
 
 @dataclass
+class DivergenceCfg:
+    """The physically plausible envelope of a row's state. A row outside it is treated like one
+    whose state turned NaN: terminated, its reward zeroed, reset, and counted in the stats; a
+    finite blow-up would otherwise earn huge penalties every step and never end."""
+
+    max_qpos: float = 1000.0
+    """Largest ``|qpos|`` entry (m for free-joint positions, rad for hinges)."""
+    max_qvel: float = 1000.0
+    """Largest ``|qvel|`` entry (m/s, rad/s)."""
+
+
+@dataclass
 class EnvCfg:
     sim: SimCfg = field(default_factory=SimCfg)
     num_envs: int = 64
@@ -50,6 +64,7 @@ class EnvCfg:
     """Compute pre-reset observations of ended rows (needed to bootstrap truncated episodes)."""
     randomize_initial_episode_length: bool = True
     """Start rows at random points of the episode so time-outs do not line up."""
+    divergence: DivergenceCfg = field(default_factory=DivergenceCfg)
     actions: ActionCfg = field(default_factory=ActionCfg)
     observations: dict[str, Any] = field(default_factory=dict)
     """group name -> ``ObservationGroupCfg`` (a term set to null is disabled)."""
@@ -106,3 +121,117 @@ def _typed(cls: type, value: Any, where: str) -> Any:
         key = f"{where}.{error.full_key}" if getattr(error, "full_key", "") else where
         message = " ".join(str(error).split("\n")[0].split())
         raise ValueError(f"bad config at '{key}': {message}") from None
+
+
+def check_env_cfg(cfg: EnvCfg, num_envs: int) -> None:
+    """Reject numeric settings that would build a silent, useless env (``episode_length_s <= 0``
+    truncates every step, a NaN weight makes every reward NaN, a reversed clip pins every
+    control...). Call after :func:`typed_terms`.
+
+    Raises:
+      ValueError: ``env config: '<key path>' must be <expected>, got <value>``.
+    """
+    _require(
+        isinstance(num_envs, int) and not isinstance(num_envs, bool) and num_envs >= 1, "num_envs", ">= 1", num_envs
+    )
+    _require(cfg.decimation >= 1, "decimation", ">= 1", cfg.decimation)
+    _require(
+        _finite(cfg.episode_length_s) and cfg.episode_length_s > 0, "episode_length_s", "> 0", cfg.episode_length_s
+    )
+    _require(cfg.reset_capacity >= 0, "reset_capacity", ">= 0 (0: automatic)", cfg.reset_capacity)
+    for key in ("max_qpos", "max_qvel"):
+        value = getattr(cfg.divergence, key)
+        _require(_finite(value) and value > 0, f"divergence.{key}", "a finite number > 0", value)
+    actions = cfg.actions
+    if actions.clip is not None:
+        _check_range("actions.clip", actions.clip, strict=True)
+    scales = actions.scale.items() if isinstance(actions.scale, dict) else [(None, actions.scale)]
+    for pattern, value in scales:
+        key = "actions.scale" if pattern is None else f"actions.scale.{pattern}"
+        _require(_finite(value) and value != 0, key, "a finite non-zero number", value)
+    if actions.effort_scale is not None:
+        _require(
+            _finite(actions.effort_scale) and actions.effort_scale > 0,
+            "actions.effort_scale",
+            "> 0",
+            actions.effort_scale,
+        )
+    for name, term in cfg.rewards.items():
+        if term is not None:
+            _require(_finite(term.weight), f"rewards.{name}.weight", "a finite number", term.weight)
+    for table in ("rewards", "terminations", "commands", "events"):
+        for name, term in getattr(cfg, table).items():
+            if term is not None:
+                _check_params(f"{table}.{name}.params", term.params)
+    for name, group in cfg.observations.items():
+        for term_name, term in group.terms.items():
+            if term is None:
+                continue
+            where = f"observations.{name}.terms.{term_name}"
+            _require(term.history >= 1, f"{where}.history", ">= 1", term.history)
+            _require(_finite(term.scale), f"{where}.scale", "a finite number", term.scale)
+            if term.clip is not None:
+                _check_range(f"{where}.clip", term.clip, strict=True)
+            if term.noise is not None:
+                _check_noise(f"{where}.noise", term.noise)
+            _check_params(f"{where}.params", term.params)
+    for name, event in cfg.events.items():
+        if event is not None and event.interval_range_s is not None:
+            _check_range(f"events.{name}.interval_range_s", event.interval_range_s, strict=False)
+            _require(
+                event.interval_range_s[0] > 0,
+                f"events.{name}.interval_range_s",
+                "[low, high] with low > 0",
+                event.interval_range_s,
+            )
+
+
+def _check_noise(where: str, noise: NoiseCfg) -> None:
+    _require(noise.kind in ("uniform", "gaussian"), f"{where}.kind", "uniform or gaussian", noise.kind)
+    if noise.kind == "uniform":
+        _check_range(where, [noise.low, noise.high], strict=False)
+    else:
+        _require(_finite(noise.std) and noise.std >= 0, f"{where}.std", "a finite number >= 0", noise.std)
+
+
+def _check_params(where: str, params: Any) -> None:
+    """Every number in a term's params is finite; every ``*_range`` is ``[low, high]`` with low <= high
+    (or a list of such pairs, one per axis)."""
+    if isinstance(params, dict):
+        for key, value in params.items():
+            path = f"{where}.{key}"
+            if str(key).endswith("_range") and isinstance(value, (list, tuple)):
+                pairs = value if value and all(isinstance(v, (list, tuple)) for v in value) else [value]
+                for i, pair in enumerate(pairs):
+                    _check_range(path if len(pairs) == 1 and pair is value else f"{path}[{i}]", pair, strict=False)
+            else:
+                _check_params(path, value)
+    elif isinstance(params, (list, tuple)):
+        for i, value in enumerate(params):
+            _check_params(f"{where}[{i}]", value)
+    elif isinstance(params, float):
+        _require(_finite(params), where, "a finite number", params)
+
+
+def _check_range(where: str, value: Any, *, strict: bool) -> None:
+    ok = (
+        isinstance(value, (list, tuple))
+        and len(value) == 2
+        and all(_finite(v) for v in value)
+        and (value[0] < value[1] if strict else value[0] <= value[1])
+    )
+    _require(
+        ok,
+        where,
+        f"[low, high] of finite numbers with low {'<' if strict else '<='} high",
+        list(value) if isinstance(value, (list, tuple)) else value,
+    )
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _require(ok: bool, key: str, expected: str, value: Any) -> None:
+    if not ok:
+        raise ValueError(f"env config: '{key}' must be {expected}, got {value!r}")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import torch
 
+HEALTH_KEYS = ("env/non_finite_actions", "episode/non_finite_states", "episode/diverged_states", "env/deferred_resets")
+"""Keys of :meth:`EpisodeStats.summary` that count events, meaningful even when no episode ended."""
+
 
 class EpisodeStats:
     """Running totals over every episode that ended since the last ``clear()``.
@@ -30,8 +33,18 @@ class EpisodeStats:
         self.termination_term_counts = zeros(0)
         self.non_finite_states = zeros()
         """Worlds whose state turned non-finite (each was terminated and reset)."""
+        self.diverged_states = zeros()
+        """Worlds whose finite state left the divergence envelope (each was terminated and reset)."""
+        self.non_finite_actions = zeros()
+        """Row-steps whose action had a non-finite entry (replaced by 0)."""
+        self.deferred_resets = zeros()
+        """Row-steps a reset waited because more rows ended than ``reset_capacity``."""
         self.extras: dict[str, torch.Tensor] = {}
         """Scalar device tensors that terms publish for logging (``register``), read by ``summary``."""
+        self.steps = zeros()
+        """Steps accumulated since the last ``clear()`` (the denominator of ``step_sums``)."""
+        self.step_sums: dict[str, torch.Tensor] = {}
+        """Per-step quantities that terms add into every step (``add_step_mean``); reported per step."""
 
     def set_terms(self, reward_terms: list[str], termination_terms: list[str]) -> None:
         """Size the per-term accumulators (cold path, once the managers exist)."""
@@ -47,6 +60,14 @@ class EpisodeStats:
             raise ValueError(f"stats extra '{name}' must be a 0-d tensor, got shape {tuple(value.shape)}")
         self.extras[name] = value
 
+    def add_step_mean(self, name: str) -> torch.Tensor:
+        """A 0-d accumulator that a term adds one value into every step; ``summary()`` reports its
+        mean per step since the last ``clear()`` under ``name`` (e.g. a tracking error)."""
+        if name in self.step_sums:
+            raise ValueError(f"stats step mean '{name}' is registered twice")
+        self.step_sums[name] = torch.zeros((), device=self.episodes.device)
+        return self.step_sums[name]
+
     def accumulate(
         self,
         ended: torch.Tensor,
@@ -56,9 +77,13 @@ class EpisodeStats:
         episode_length: torch.Tensor,
         term_flags: torch.Tensor,
         non_finite: torch.Tensor,
+        diverged: torch.Tensor,
+        non_finite_actions: torch.Tensor,
     ) -> None:
-        """Add the rows that ended this step (all ``(num_envs, ...)``, ``ended`` bool)."""
+        """Add the rows that ended this step (all ``(num_envs, ...)``, ``ended`` bool) and this
+        step's health counts (bool rows: state newly non-finite, newly diverged, action non-finite)."""
         weight = ended.to(torch.float32)
+        self.steps.add_(1.0)
         self.episodes.add_(weight.sum())
         self.return_sum.add_((episode_reward_sums.sum(dim=1) * weight).sum())
         self.length_sum.add_((episode_length.to(torch.float32) * weight).sum())
@@ -67,16 +92,25 @@ class EpisodeStats:
         self.truncated.add_(truncated.to(torch.float32).sum())
         self.termination_term_counts.add_((term_flags & ended[:, None]).to(torch.float32).sum(dim=0))
         self.non_finite_states.add_(non_finite.to(torch.float32).sum())
+        self.diverged_states.add_(diverged.to(torch.float32).sum())
+        self.non_finite_actions.add_(non_finite_actions.to(torch.float32).sum())
+
+    def count_deferred(self, pending: torch.Tensor) -> None:
+        """Add this step's rows whose reset was deferred (``(num_envs,)`` bool)."""
+        self.deferred_resets.add_(pending.to(torch.float32).sum())
 
     def clear(self) -> None:
         """Zero the accumulators (published extras belong to their terms and are kept)."""
-        for value in vars(self).values():
+        for value in [*vars(self).values(), *self.step_sums.values()]:
             if isinstance(value, torch.Tensor):
                 value.zero_()
 
     def summary(self) -> dict[str, float]:
         """Means per ended episode (one host sync). Keys: ``episode/return``, ``episode/length``,
-        ``reward/<term>``, ``termination/<term>`` (fraction of episodes), and counts."""
+        ``reward/<term>``, ``termination/<term>`` (fraction of episodes), and counts: ``episode/count``,
+        ``episode/non_finite_states`` and ``episode/diverged_states`` (rows terminated for a NaN or an
+        implausible state), ``env/non_finite_actions`` (row-steps), ``env/deferred_resets`` (row-steps);
+        then the terms' extras and their step means (``add_step_mean``)."""
         count = max(float(self.episodes), 1.0)
         out = {
             "episode/count": float(self.episodes),
@@ -85,6 +119,9 @@ class EpisodeStats:
             "episode/terminated_rate": float(self.terminated) / count,
             "episode/time_out_rate": float(self.truncated) / count,
             "episode/non_finite_states": float(self.non_finite_states),
+            "episode/diverged_states": float(self.diverged_states),
+            "env/non_finite_actions": float(self.non_finite_actions),
+            "env/deferred_resets": float(self.deferred_resets),
         }
         for name, value in zip(self.reward_terms, self.reward_term_sums.tolist(), strict=True):
             out[f"reward/{name}"] = value / count
@@ -92,4 +129,7 @@ class EpisodeStats:
             out[f"termination/{name}"] = value / count
         for name, value in self.extras.items():
             out[name] = float(value)
+        steps = max(float(self.steps), 1.0)
+        for name, value in self.step_sums.items():
+            out[name] = float(value) / steps
         return out

@@ -10,6 +10,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from unilab_gpu import list_tasks
 from unilab_gpu.envs.env_cfg import EnvCfg, typed_terms
 from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
 from unilab_gpu.paths import CONFIGS_DIR
@@ -20,8 +21,8 @@ SCHEMA_NAME = "env_cfg_schema"
 ConfigStore.instance().store(name=SCHEMA_NAME, node=EnvCfg)
 
 
-def available_tasks() -> list[str]:
-    return sorted(p.stem for p in (CONFIGS_DIR / "task").glob("*.yaml"))
+available_tasks = list_tasks
+"""Task names (the files of ``configs/task/``); the same function as ``unilab_gpu.list_tasks``."""
 
 
 def load_task_cfg(task: str, overrides: Sequence[str] = ()) -> EnvCfg:
@@ -64,6 +65,7 @@ def make_env(
     Args:
       num_envs: overrides the config's ``num_envs``.
       overrides: Hydra overrides of the task config.
-      env_kwargs: ``seed``, ``compile``, ``capture``, ``debug`` (see ``ManagerBasedRlEnv``).
+      env_kwargs: ``seed``, ``compile``, ``capture``, ``debug``, ``deterministic``, ``verbose``,
+        ``announce`` (see ``ManagerBasedRlEnv``).
     """
-    return ManagerBasedRlEnv(load_task_cfg(task, overrides), num_envs, device, **env_kwargs)
+    return ManagerBasedRlEnv(load_task_cfg(task, overrides), num_envs, device, name=task, **env_kwargs)

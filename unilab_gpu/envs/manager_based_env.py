@@ -10,23 +10,29 @@ from dataclasses import dataclass
 import torch
 import torch._inductor.config as inductor_config
 
-from unilab_gpu.envs.env_cfg import EnvCfg
+from unilab_gpu.envs.env_cfg import EnvCfg, check_env_cfg
 from unilab_gpu.envs.episode_stats import EpisodeStats
 from unilab_gpu.envs.reset_rows import ResetRowCompactor
 from unilab_gpu.envs.robot import Robot
-from unilab_gpu.envs.row_buffers import rows_with_dummy
+from unilab_gpu.managers.row_buffers import rows_with_dummy
+from unilab_gpu.envs.snapshot import EnvSnapshot
 from unilab_gpu.managers.action_manager import ActionManager
 from unilab_gpu.managers.command_manager import CommandManager
 from unilab_gpu.managers.event_manager import EventManager
 from unilab_gpu.managers.observation_manager import ObservationManager
+from unilab_gpu.managers.term import Term
 from unilab_gpu.managers.reward_manager import RewardManager
 from unilab_gpu.managers.termination_manager import TerminationManager
-from unilab_gpu.sim.capture import CudaGraph, capture_unsupported_reason
+from unilab_gpu.sim.capture import CaptureUnsupportedError, CudaGraph, capture_unsupported_reason
 from unilab_gpu.sim.simulator import Simulator
 
 # Compiled code draws the same random numbers as eager code (inductor's own RNG differs), which
 # is what makes compiled and eager steps comparable and a seeded run reproducible either way.
 inductor_config.fallback_random = True
+
+
+class CaptureReplayError(RuntimeError):
+    """The captured step's first replay did not reproduce the eager step."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,12 @@ class StepResult:
     final_obs: dict[str, torch.Tensor]
     """group -> ``(num_envs, dim)``, observations before this step's resets; valid for rows that
     ended this step (and for all other rows equal to ``obs``)."""
+    valid: torch.Tensor
+    """``(num_envs,)`` bool: this step's transition of the row belongs to one episode. False for
+    rows whose episode ended in an earlier step but whose reset was deferred (more rows ended at
+    once than ``reset_capacity``): they keep simulating past their end until a later step resets
+    them, and that step's next observation is already the new episode's. Such transitions must
+    not be learned from (the replay skips them), their rewards and end flags are zero."""
     stats: EpisodeStats
     """Device-side accumulators over ended episodes."""
 
@@ -65,28 +77,42 @@ class ManagerBasedRlEnv:
         self,
         cfg: EnvCfg,
         num_envs: int | None = None,
-        device: str = "cpu",
+        device: str | torch.device = "cpu",
         *,
         seed: int = 0,
         compile: bool = True,
-        capture: bool = True,
+        capture: bool | str = "auto",
         debug: bool = False,
+        deterministic: bool = False,
+        verbose: bool | None = None,
+        announce: bool = True,
+        name: str = "env",
     ) -> None:
         """Args:
         num_envs: overrides ``cfg.num_envs``.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (``self.device`` is indexed).
         seed: seeds torch's generators (the step's randomness comes from the device's default
           generator, which CUDA graphs and ``torch.compile`` both handle).
         compile: ``torch.compile`` the manager phases (``fullgraph=True, dynamic=False``).
-        capture: on CUDA, capture the whole step as one CUDA graph after warm-up.
+        capture: ``"auto"`` (default): on CUDA, capture the whole step as one CUDA graph at the
+          first ``reset``; if the device cannot capture, or capture or the first-replay check
+          fails, warn once with the reason and run the step eagerly. ``True``: the same, but
+          raise instead of falling back (for tests). ``False``: never capture.
         debug: check actions and states eagerly after every step and raise with the row ids
           (synchronizes the host; for debugging only).
+        deterministic: MJWarp's deterministic mode (bitwise-repeatable physics; slower).
+        verbose: show Warp's log lines (module loads); ``None`` reads ``UNILAB_VERBOSE``.
+        announce: print one line describing the env when it is built.
+        name: the task's name, for that line and error messages.
         """
+        if capture not in (True, False, "auto"):
+            raise ValueError(f"capture must be true, false or 'auto', got {capture!r}")
         self.cfg = cfg
+        self.name = name
         self.num_envs = num_envs if num_envs is not None else cfg.num_envs
         self.debug = debug
         torch.manual_seed(seed)
-        if cfg.decimation < 1:
-            raise ValueError(f"decimation must be >= 1, got {cfg.decimation}")
+        check_env_cfg(cfg, self.num_envs)
         capacity = cfg.reset_capacity or max(8, self.num_envs // 8)
         self.reset_capacity = min(capacity, self.num_envs)
         self.sim = Simulator.from_file(
@@ -98,6 +124,8 @@ class ManagerBasedRlEnv:
             nconmax=cfg.sim.nconmax,
             refresh_capacity=self.reset_capacity,
             batched_model_fields=cfg.sim.batched_model_fields,
+            deterministic=deterministic,
+            verbose=verbose,
         )
         self.device = self.sim.torch_device
         self.robot = Robot(self.sim, cfg.sim.keyframe)
@@ -129,13 +157,18 @@ class ManagerBasedRlEnv:
         self.stats.set_terms(self.reward_manager.term_names, self.termination_manager.term_names)
         self._action_in = torch.zeros(n, self.action_manager.action_dim, device=self.device)
         self._non_finite = torch.zeros(n, dtype=torch.bool, device=self.device)
+        self._diverged = torch.zeros(n, dtype=torch.bool, device=self.device)
+        """Rows whose finite state left ``cfg.divergence`` this step; handled like non-finite ones."""
         self._all_rows = torch.ones(n, dtype=torch.bool, device=self.device)
+        self.transition_valid = torch.ones(n, dtype=torch.bool, device=self.device)
+        """Rows whose transition of the current step belongs to one episode (``StepResult.valid``)."""
         self.result = StepResult(
             obs=self.observation_manager.obs,
             reward=self.reward_manager.reward,
             terminated=self.termination_manager.terminated,
             truncated=self.termination_manager.truncated,
             final_obs=self.observation_manager.final_obs,
+            valid=self.transition_valid,
             stats=self.stats,
         )
 
@@ -151,11 +184,16 @@ class ManagerBasedRlEnv:
         self._finish_resets = wrap(self._finish_resets_eager)
         self._observe = wrap(self._observe_eager)
         self._graph: CudaGraph | None = None
-        self._capture = capture and self.device.type == "cuda"
+        self.capture_mode = capture
+        """``"auto"``, ``True`` or ``False``, as given."""
+        self.capture_skipped: str | None = None
+        """Why the step runs eagerly on this CUDA device (``None`` when it is captured or on CPU)."""
+        self._capture = capture is not False and self.device.type == "cuda"
         if self._capture and (reason := capture_unsupported_reason(self.device)) is not None:
-            warnings.warn(f"CUDA graph capture disabled: {reason}", stacklevel=2)
-            self._capture = False
+            self._skip_capture(reason)
         self.event_manager.apply_startup(self)
+        if announce:
+            print(self.describe())
 
     # ------------------------------------------------------------------------------------------
     # Public API.
@@ -164,6 +202,22 @@ class ManagerBasedRlEnv:
     def captured(self) -> bool:
         """Whether ``step`` replays a captured CUDA graph (after the first ``reset`` on CUDA)."""
         return self._graph is not None
+
+    def describe(self) -> str:
+        """One line: task, size, device, how the step runs."""
+        if self.device.type != "cuda":
+            how = "no CUDA graph on CPU"
+        elif self.capture_skipped is not None:
+            how = "eager (capture skipped, see warning)"
+        elif self._capture:
+            how = "captured as one CUDA graph at reset()"
+        else:
+            how = "eager (capture=False)"
+        mode = "compiled" if self.compiled else "eager terms"
+        return (
+            f"unilab-gpu: {self.name} x {self.num_envs} envs on {self.device} "
+            f"({mode}, {how}); obs {self.observation_dims}, actions {self.action_dim}"
+        )
 
     @property
     def reset_rows(self) -> ResetRowCompactor:
@@ -187,9 +241,7 @@ class ManagerBasedRlEnv:
         """
         self._reset_all_rows()
         if self._capture and self._graph is None:
-            self._action_in.zero_()
-            self._graph = CudaGraph(self.run_step_body, self.device, warmup=2)
-            self._reset_all_rows()
+            self._capture_step()
         return self.observation_manager.obs
 
     def step(self, actions: torch.Tensor) -> StepResult:
@@ -210,12 +262,52 @@ class ManagerBasedRlEnv:
             _raise_on_bad_rows("state (qpos/qvel)", self._non_finite)
         return self.result
 
+    def learning_state(self) -> dict[str, dict[str, torch.Tensor]]:
+        """What the env has learned over a run and a resume must restore, by term path.
+
+        Every class term with ``state_dict()`` contributes (e.g. the adaptive motion sampler's
+        failure rates under ``commands.motion``); episodes themselves restart on resume.
+        """
+        return {path: term.instance.state_dict() for path, term in self._stateful_terms()}
+
+    def load_learning_state(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
+        """Restore :meth:`learning_state` in place; a path this env does not have is an error."""
+        terms = dict(self._stateful_terms())
+        unknown = sorted(set(state) - set(terms))
+        if unknown:
+            raise ValueError(f"learning state for terms {unknown}, which this env does not have: {sorted(terms)}")
+        for path, values in state.items():
+            terms[path].instance.load_state_dict(values)
+
+    def _stateful_terms(self) -> list[tuple[str, Term]]:
+        managers = [
+            ("commands", list(self.command_manager.terms.values())),
+            ("rewards", self.reward_manager.terms),
+            ("terminations", self.termination_manager.terms),
+            ("events", [t for terms in self.event_manager.by_mode.values() for t in terms]),
+        ]
+        managers += [(f"observations.{g}", group.terms) for g, group in self.observation_manager.groups.items()]
+        return [
+            (f"{prefix}.{term.name}", term)
+            for prefix, terms in managers
+            for term in terms
+            if callable(getattr(term.instance, "state_dict", None))
+        ]
+
     def persistent_buffers(self) -> dict[str, torch.Tensor]:
         """Every tensor the step reads or writes, by name (for address-stability checks)."""
         buffers = {f"sim.{k}": v for k, v in self.sim.state.tensors().items()}
         buffers.update({f"obs.{k}": v for k, v in self.observation_manager.obs.items()})
         buffers.update({f"final_obs.{k}": v for k, v in self.observation_manager.final_obs.items()})
-        for name in ("_action_in", "_non_finite", "episode_length", "reset_ids", "reset_qpos", "reset_qvel"):
+        for name in (
+            "_action_in",
+            "_non_finite",
+            "_diverged",
+            "episode_length",
+            "reset_ids",
+            "reset_qpos",
+            "reset_qvel",
+        ):
             buffers[name] = getattr(self, name)
         for owner in (self.action_manager, self.reward_manager, self.termination_manager, self.stats):
             for name, value in vars(owner).items():
@@ -249,13 +341,20 @@ class ManagerBasedRlEnv:
         mark("observe")
 
     def set_actions(self, actions: torch.Tensor) -> None:
-        """Copy ``actions`` (num_envs, action_dim) into the persistent action buffer."""
+        """Copy ``actions`` (num_envs, action_dim) into the persistent action buffer.
+
+        The copy is detached: an action that requires grad must not link the env's persistent
+        buffers into its autograd graph (which would then grow with every step).
+        """
+        if not isinstance(actions, torch.Tensor):
+            kind = f"{type(actions).__module__}.{type(actions).__name__}"
+            raise TypeError(f"actions must be a torch.Tensor on {self.device}, got a {kind}")
         if actions.shape != self._action_in.shape or actions.device != self.device:
             raise ValueError(
                 f"actions must have shape {tuple(self._action_in.shape)} on {self.device}, "
                 f"got {tuple(actions.shape)} on {actions.device}"
             )
-        self._action_in.copy_(actions)
+        self._action_in.copy_(actions.detach())
 
     def _reset_selected_rows(self) -> None:
         self._stage_resets()
@@ -272,14 +371,19 @@ class ManagerBasedRlEnv:
         self.command_manager.update(self)
         state = self.sim.state
         self._non_finite.copy_(~(torch.isfinite(state.qpos).all(dim=1) & torch.isfinite(state.qvel).all(dim=1)))
+        # A finite blow-up (|qvel| = 1e4) would earn huge penalties every step and never end.
+        bounds = self.cfg.divergence
+        outside = (state.qpos.abs() > bounds.max_qpos).any(dim=1) | (state.qvel.abs() > bounds.max_qvel).any(dim=1)
+        self._diverged.copy_(outside & ~self._non_finite)
+        invalid = self._non_finite | self._diverged
         terms = self.termination_manager
-        terms.compute(self, self._non_finite)
+        terms.compute(self, invalid)
         # Rows still waiting for a deferred reset already reported their end; don't end them twice.
         waiting = self._compactor.pending
+        self.transition_valid.copy_(~waiting)
         terms.terminated.logical_and_(~waiting)
         terms.truncated.logical_and_(~waiting)
-        rewards = self.reward_manager.compute(self)
-        rewards.copy_(torch.where(self._non_finite, torch.zeros_like(rewards), rewards))
+        self.reward_manager.compute(self, invalid | waiting)  # past its end a row earns nothing
         ended = terms.terminated | terms.truncated
         self.episode_failed.copy_(torch.where(ended, terms.terminated, self.episode_failed))
         self.stats.accumulate(
@@ -289,15 +393,19 @@ class ManagerBasedRlEnv:
             self.reward_manager.episode_sums,
             self.episode_length,
             terms.term_flags,
-            self._non_finite,
+            self._non_finite & ~waiting,  # a row waiting for its reset was counted when it went bad
+            self._diverged & ~waiting,
+            self.action_manager.non_finite_rows,
         )
         self._compactor.compact(ended)
+        self.stats.count_deferred(self._compactor.pending)
 
     def _observe_final_eager(self) -> None:
         self.observation_manager.compute_final(self)
-        # A world that blew up is terminated and reset; keep its NaNs out of the learner's data.
+        # A world that blew up is terminated and reset; keep its NaNs (or 1e4s) out of the learner's data.
+        invalid = (self._non_finite | self._diverged)[:, None]
         for final in self.observation_manager.final_obs.values():
-            final.copy_(torch.where(self._non_finite[:, None], torch.zeros_like(final), final))
+            final.copy_(torch.where(invalid, torch.zeros_like(final), final))
 
     def _stage_resets_eager(self) -> None:
         self.reset_qpos.copy_(self.robot.default_qpos.expand_as(self.reset_qpos))
@@ -320,6 +428,62 @@ class ManagerBasedRlEnv:
 
     # ------------------------------------------------------------------------------------------
     # Cold path.
+
+    def _capture_step(self) -> None:
+        """Capture the step, check one replay against the eager step, leave no trace.
+
+        Warm-up, capture and check all run from a snapshot of the env's state (every tensor and
+        the RNG states) that is restored afterwards, so a captured env continues exactly as one
+        that never captured. On failure: raise with ``capture=True``, else warn and stay eager.
+        """
+        snapshot = EnvSnapshot(self)
+        try:
+            self._action_in.zero_()
+            graph = self._make_graph(self.run_step_body)
+            mismatch = self._first_replay_mismatch(graph, snapshot)
+            if mismatch is not None:
+                raise CaptureReplayError(f"the first replay differs from the eager step: {mismatch}")
+        except Exception as error:
+            snapshot.restore()
+            if self.capture_mode is True:
+                raise
+            self._skip_capture(f"capture failed ({type(error).__name__}: {error})")
+            return
+        snapshot.restore()
+        self._graph = graph
+
+    def _make_graph(self, fn: Callable[[], None]) -> CudaGraph:
+        return CudaGraph(fn, self.device, warmup=2)
+
+    def _first_replay_mismatch(self, graph: CudaGraph, snapshot: EnvSnapshot) -> str | None:
+        """Run one eager step and one replay from the snapshot; describe how they differ, if so.
+
+        A graph that recorded the wrong stream or stale addresses replays nothing or garbage;
+        one eager step and one replay from the same state agree to float precision otherwise
+        (MJWarp's contact atomics may reorder sums: hence a tolerance, not equality).
+        """
+        outputs = {"qpos": self.sim.state.qpos, "qvel": self.sim.state.qvel, "reward": self.reward_manager.reward}
+        outputs.update({f"obs.{k}": v for k, v in self.observation_manager.obs.items()})
+        snapshot.restore()
+        self.run_step_body()
+        eager = {name: t.clone() for name, t in outputs.items()}
+        snapshot.restore()
+        graph.replay()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # surfaces a replay error here, on the cold path
+        for name, expected in eager.items():
+            got = outputs[name]
+            if not torch.allclose(got, expected, rtol=1e-3, atol=1e-3, equal_nan=True):
+                worst = (got - expected).abs().nan_to_num(float("inf")).max()
+                return f"{name} differs by up to {float(worst):.3g}"
+        return None
+
+    def _skip_capture(self, reason: str) -> None:
+        if self.capture_mode is True:
+            raise CaptureUnsupportedError(reason)
+        self._capture = False
+        self.capture_skipped = reason
+        warnings.warn(f"unilab-gpu: the env step runs eagerly on {self.device}: {reason}", stacklevel=3)
 
     def _reset_all_rows(self) -> None:
         n, k = self.num_envs, self.reset_capacity

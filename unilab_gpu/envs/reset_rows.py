@@ -1,19 +1,22 @@
-"""Static-shape compaction of the rows that need a reset.
+"""Static-shape compaction of the rows that need a reset, oldest request first.
 
 Resetting only the rows whose episode ended keeps the reset cost independent of ``num_envs``,
 but "which rows ended" has a data-dependent count, and ``nonzero`` / boolean-mask indexing would
 read that count back to the host and give the step a data-dependent shape. Instead, the rows
 are packed into a fixed-capacity id buffer with ops whose shapes never change:
 
-1. ``need = done | pending`` (rows deferred by an earlier call come first in line again);
-2. ``pos = cumsum(need) - 1`` is each needing row's rank in ascending row order;
-3. rows with ``need and pos < capacity`` scatter their id to slot ``pos`` of a
-   ``(capacity + 1,)`` buffer; every other row scatters to the extra dump slot ``capacity``;
-4. the first ``capacity`` slots are the ids; slots nobody wrote keep the padding ``num_envs``.
+1. ``need = done | pending`` (rows deferred by an earlier call are still in line);
+2. every needing row gets a priority key: the number of calls it has waited, then the lower row
+   id (``key = wait * (num_envs + 1) + num_envs - row``; ``-1`` for rows that need nothing);
+3. ``topk(key, capacity)`` picks the rows with the highest keys: a fixed-size output;
+4. the picked ids, ascending, padded with ``num_envs`` where fewer rows need a reset.
 
-Rows that needed a reset but did not fit stay ``pending`` and are reset by a later call, so no
-ended episode is ever dropped: with ``n`` rows needing a reset and no new ones, all of them are
-served within ``ceil(n / capacity)`` calls.
+Rows that needed a reset but did not fit stay ``pending`` and are served first by a later call,
+longest-waiting first, so no ended episode is ever dropped or starved: a row can only be passed
+by rows that have waited longer, so it waits at most ``ceil(rows ahead of it / capacity)`` calls
+(with ``n`` rows needing a reset and no new ones, all are served within ``ceil(n / capacity)``).
+Serving by row id alone would let rows with low ids that keep ending overtake a deferred high
+row forever.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ class ResetRowCompactor:
     ``torch.compile(fullgraph=True, dynamic=False)`` region.
 
     Attributes (outputs of the last :meth:`compact`, overwritten by the next one):
-        env_ids: ``(capacity,)`` int64, the selected rows in ascending order, then the padding
-            value ``num_envs``. Consumers skip padded slots via ``valid`` or route them to a
+        env_ids: ``(capacity,)`` int64, the selected rows (longest-waiting first, see the module
+            docstring) in ascending order, then the padding value ``num_envs``. Consumers skip padded slots via ``valid`` or route them to a
             dummy row ``num_envs`` of a ``(num_envs + 1, ...)`` buffer.
         valid: ``(capacity,)`` bool, ``True`` for slots that hold a real row id.
         reset_mask: ``(num_envs,)`` bool, rows selected by the last call.
@@ -60,9 +63,11 @@ class ResetRowCompactor:
         self.reset_mask = torch.zeros(num_envs, dtype=torch.bool, **kw)
         self.pending = torch.zeros(num_envs, dtype=torch.bool, **kw)
         self.deferred_count = torch.zeros((), dtype=torch.int64, **kw)
-        self._rows = torch.arange(num_envs, dtype=torch.int64, **kw)
-        # One slot past the end absorbs the writes of rows that are not selected.
-        self._slots = torch.empty(capacity + 1, dtype=torch.int64, **kw)
+        self._picks = min(capacity, num_envs)
+        self.wait = torch.zeros(num_envs, dtype=torch.int64, **kw)
+        """``(num_envs,)`` int64, calls each pending row has waited so far (0 for the others)."""
+        # Tie-break: among rows that waited equally long, the lower id first.
+        self._row_order = num_envs - torch.arange(num_envs, dtype=torch.int64, **kw)
 
     def compact(self, done: torch.Tensor) -> None:
         """Selects up to ``capacity`` rows among ``done`` and the pending rows.
@@ -76,18 +81,21 @@ class ResetRowCompactor:
                 f"done must be a bool tensor of shape ({self.num_envs},), got {done.dtype} of shape {tuple(done.shape)}"
             )
         need = done | self.pending
-        pos = torch.cumsum(need, dim=0) - 1
-        selected = need & (pos < self.capacity)
-        target = torch.where(selected, pos, self.capacity)
-        self._slots.fill_(self.num_envs)
-        # Several rows write the dump slot; which one wins does not matter, it is never read.
-        self._slots.scatter_(0, target, self._rows)
-        self.env_ids.copy_(self._slots[: self.capacity])
+        key = torch.where(need, self.wait * (self.num_envs + 1) + self._row_order, -1)
+        top = torch.topk(key, self._picks, sorted=False)
+        picked = torch.where(top.values >= 0, top.indices, self.num_envs)
+        # Slots past num_envs (capacity > num_envs) keep the padding written at construction.
+        self.env_ids[: self._picks].copy_(torch.sort(picked).values)
         self.valid.copy_(self.env_ids < self.num_envs)
+        selected = torch.zeros_like(self.reset_mask).index_fill_(0, picked.clamp(max=self.num_envs - 1), True)
+        # A padded slot was clamped onto the last row: it counts only if that row needed a reset.
+        selected.logical_and_(need)
         self.reset_mask.copy_(selected)
         self.pending.copy_(need & ~selected)
+        self.wait.copy_(torch.where(self.pending, self.wait + 1, 0))
         self.deferred_count.add_(self.pending.sum())
 
     def clear_pending(self) -> None:
         """Forgets deferred rows, e.g. after every row was reset at once; keeps ``deferred_count``."""
         self.pending.zero_()
+        self.wait.zero_()

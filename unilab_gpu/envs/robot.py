@@ -68,6 +68,14 @@ class Robot:
             self.root_ang_vel_b = s.qvel[:, 3:6]
             """Root angular velocity in the root body frame, ``(num_envs, 3)`` view (MuJoCo free joint)."""
 
+    def soft_joint_limits(self, ratio: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Lower and upper limits shrunk about each range's middle to ``ratio`` of its width,
+        ``(num_joints,)`` each (unlimited joints stay +-inf)."""
+        lo, hi = self.joint_limits[:, 0], self.joint_limits[:, 1]
+        mid, half = (lo + hi) / 2, (hi - lo) / 2 * ratio
+        finite = torch.isfinite(lo) & torch.isfinite(hi)
+        return torch.where(finite, mid - half, lo), torch.where(finite, mid + half, hi)
+
     def joint_ids(self, names: str | Sequence[str]) -> list[int]:
         """Columns of ``joint_pos`` for joint names or regular expressions."""
         return resolve_names("joint", names, self.joint_names)

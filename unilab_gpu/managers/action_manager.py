@@ -1,4 +1,4 @@
-"""Actions: policy outputs -> actuator controls, with non-finite values replaced in-graph."""
+"""Actions: policy outputs -> actuator controls, bounded, with non-finite values replaced in-graph."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from unilab_gpu.envs.row_buffers import rows_with_dummy
+from unilab_gpu.managers.row_buffers import rows_with_dummy
 from unilab_gpu.managers.term_cfg import ActionCfg
 
 if TYPE_CHECKING:
@@ -21,10 +21,18 @@ class ActionManager:
 
     ``joint_position``: ``ctrl = default_joint_pos + scale * clip(action)``, then clipped to the
     joint limits (for position actuators, whose ctrl is a joint target). ``actuator_ctrl``:
-    ``ctrl = scale * clip(action)``, clipped to the actuators' ctrlrange.
+    ``ctrl = scale * clip(action)``, clipped to the actuators' ctrlrange. With ``bounds:
+    joint_limits`` the joint-position scale is piecewise: ``ctrl = default + scale * a`` for
+    ``a >= 0`` and ``default + scale_negative * a`` below, so -1 / 0 / +1 reach the soft lower
+    limit / the default pose / the soft upper limit of every joint.
 
     Non-finite action entries are replaced by 0 before use and counted per row
-    (``non_finite_count``), so one bad policy output cannot poison a world.
+    (``non_finite_count``), so one bad policy output cannot poison a world. The action itself is
+    then clamped to ``[action_low, action_high]``: ``clip`` intersected with the range past which
+    the target only presses against the joint limit (or ctrlrange). Beyond that range an action
+    moves nothing, but unbounded it would reach action-rate penalties and the last-action
+    observation (actions of 1e6 gave rewards of -5.8e10, 3e38 gave -inf); every action dimension
+    must end up bounded.
     """
 
     def __init__(self, cfg: ActionCfg, env: ManagerBasedRlEnv) -> None:
@@ -46,7 +54,6 @@ class ActionManager:
         else:
             scale = _per_actuator_scale(cfg.scale, names)
         self.scale = torch.tensor(scale, dtype=torch.float32, device=device)
-        self.clip = cfg.clip
         if cfg.kind == "joint_position":
             joint_cols = []
             for a in actuators:
@@ -56,11 +63,18 @@ class ActionManager:
             self.offset = env.robot.default_joint_pos[cols].clone()
             self.limits = env.robot.joint_limits[cols].clone()
         else:
+            cols = None
             self.offset = torch.zeros(self.action_dim, device=device)
             limited = torch.tensor(m.actuator_ctrllimited[actuators], dtype=torch.bool, device=device)
             ranges = torch.tensor(m.actuator_ctrlrange[actuators], dtype=torch.float32, device=device)
             inf = torch.tensor([-torch.inf, torch.inf], device=device)
             self.limits = torch.where(limited[:, None], ranges, inf)
+        self.scale_negative = self.scale
+        """Scale of negative actions, ``(action_dim,)``: ``scale`` except with ``bounds``."""
+        if cfg.bounds is not None:
+            self._span_soft_joint_limits(cfg, env.robot.soft_joint_limits(cfg.soft_limit_ratio), cols, names)
+        self.action_low, self.action_high = self._action_bounds(cfg.clip, names)
+        """``(action_dim,)`` finite bounds applied to the sanitized action."""
         self._ctrl = sim.state.ctrl
         # last_action: this step's sanitized, clipped action; prev_action: the step before.
         # Both (num_envs, action_dim), zero at an episode start.
@@ -68,17 +82,60 @@ class ActionManager:
         self._prev_storage, self.prev_action = rows_with_dummy(n, self.action_dim, device=device)
         self.non_finite_count = torch.zeros(n, dtype=torch.int64, device=device)
         """Steps per row whose action had a non-finite entry (cumulative)."""
+        self.non_finite_rows = torch.zeros(n, dtype=torch.bool, device=device)
+        """Rows whose action of this step had a non-finite entry, ``(num_envs,)``."""
+
+    def _span_soft_joint_limits(
+        self, cfg: ActionCfg, soft: tuple[torch.Tensor, torch.Tensor], cols: torch.Tensor | None, names: list[str]
+    ) -> None:
+        """``bounds: joint_limits``: -1 / 0 / +1 -> soft lower limit / default pose / soft upper limit."""
+        if cfg.bounds != "joint_limits":
+            raise ValueError(f"actions.bounds must be 'joint_limits' or null, got {cfg.bounds!r}")
+        if cfg.kind != "joint_position":
+            raise ValueError("actions.bounds: joint_limits applies to kind 'joint_position' only")
+        if not 0.0 < cfg.soft_limit_ratio <= 1.0:
+            raise ValueError(f"actions.soft_limit_ratio must be in (0, 1], got {cfg.soft_limit_ratio}")
+        low, high = soft[0][cols], soft[1][cols]
+        self.scale = high - self.offset
+        self.scale_negative = self.offset - low
+        bad = [
+            n for n, ok in zip(names, ((self.scale > 0) & (self.scale_negative > 0)).tolist(), strict=True) if not ok
+        ]
+        if bad:
+            raise ValueError(
+                f"actions.bounds: joint_limits needs a limited joint whose default pose lies inside its soft range "
+                f"(soft_limit_ratio {cfg.soft_limit_ratio}); not so for {bad}"
+            )
+        self.limits = torch.stack([low, high], dim=1)
+
+    def _action_bounds(self, clip: list[float] | None, names: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        # target = offset + scale * action (scale_negative below 0) stays within limits for
+        # action in [low, high].
+        room = self.limits - self.offset[:, None]
+        high = (room / self.scale[:, None]).max(dim=1).values.clamp(min=0.0)
+        low = (room / self.scale_negative[:, None]).min(dim=1).values.clamp(max=0.0)
+        if clip is not None:
+            low, high = low.clamp(min=clip[0]), high.clamp(max=clip[1])
+        unbounded = [
+            name for name, ok in zip(names, (low.isfinite() & high.isfinite()).tolist(), strict=True) if not ok
+        ]
+        if unbounded:
+            raise ValueError(
+                f"actions: actuators {unbounded} have no joint limit or ctrlrange, so their actions are unbounded; "
+                "set actions.clip: [low, high]"
+            )
+        return low, high
 
     def process(self, raw: torch.Tensor) -> None:
         """Sanitize ``raw`` (num_envs, action_dim), remember it, and write the targets to ctrl."""
         finite = torch.isfinite(raw)
-        self.non_finite_count.add_((~finite).any(dim=1).to(torch.int64))
+        self.non_finite_rows.copy_((~finite).any(dim=1))
+        self.non_finite_count.add_(self.non_finite_rows.to(torch.int64))
         action = torch.where(finite, raw, torch.zeros_like(raw))
-        if self.clip is not None:
-            action = action.clamp(self.clip[0], self.clip[1])
+        action = torch.maximum(torch.minimum(action, self.action_high), self.action_low)
         self.prev_action.copy_(self.last_action)
         self.last_action.copy_(action)
-        target = self.offset + self.scale * action
+        target = self.offset + torch.where(action >= 0, self.scale, self.scale_negative) * action
         target = torch.maximum(torch.minimum(target, self.limits[:, 1]), self.limits[:, 0])
         self._ctrl.index_copy_(1, self.ctrl_cols, target)
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from unilab_gpu.envs.row_buffers import rows_with_dummy
+from unilab_gpu.managers.row_buffers import rows_with_dummy
 from unilab_gpu.managers.term import Term
 from unilab_gpu.managers.term_cfg import RewardTermCfg
 
@@ -33,10 +33,13 @@ class RewardManager:
     def term_names(self) -> list[str]:
         return [t.name for t in self.terms]
 
-    def compute(self, env: ManagerBasedRlEnv) -> torch.Tensor:
+    def compute(self, env: ManagerBasedRlEnv, invalid: torch.Tensor) -> torch.Tensor:
+        """This step's reward; ``invalid`` (num_envs,) bool rows (state non-finite or outside the
+        divergence envelope) earn 0, so their blow-up reaches neither the reward nor the episode sums."""
         for i, term in enumerate(self.terms):
             self.step_terms[:, i] = term(env)
         self.step_terms.mul_(self.weights * self.step_dt)
+        self.step_terms.copy_(torch.where(invalid[:, None], torch.zeros_like(self.step_terms), self.step_terms))
         self.reward.copy_(self.step_terms.sum(dim=1))
         self.episode_sums.add_(self.step_terms)
         return self.reward

@@ -92,3 +92,10 @@ class ActionCfg:
     effort_scale: float | None = None
     """``joint_position`` only: per-joint scale = ``effort_scale * effort_limit / kp`` (BeyondMimic
     uses 0.25: a unit action asks for a quarter of the joint's torque); replaces ``scale``."""
+    bounds: str | None = None
+    """``joint_limits`` (``joint_position`` only): actions in ``[-1, 1]`` span each joint's soft
+    range, piecewise linearly about the default pose: -1 the soft lower limit, 0 the default pose,
+    +1 the soft upper limit. For tanh-bounded policies (SAC, FlashSAC), whose ``[-1, 1]`` must
+    reach every pose a motion needs; replaces ``scale``/``effort_scale``."""
+    soft_limit_ratio: float = 0.9
+    """With ``bounds: joint_limits``, the share of each joint range the actions span."""

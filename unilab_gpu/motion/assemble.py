@@ -9,7 +9,7 @@ from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.names import column_order, covers
 from unilab_gpu.motion.resample import ResampleGrid
 from unilab_gpu.motion.source import MotionSource
-from unilab_gpu.motion.validation import MotionFormatError, unit_quat
+from unilab_gpu.motion.validation import MIN_FRAMES, MotionFormatError, check_fps, unit_quat
 from unilab_gpu.motion.velocities import angular_velocity, linear_velocity
 
 CONTROL_FPS = 50.0
@@ -65,6 +65,13 @@ def build_clip(
         fps: output frame rate; ``None`` keeps the file's.
         derive_velocities: ignore the file's velocities and derive all of them from the poses.
     """
+    if source.num_frames < MIN_FRAMES:
+        raise MotionFormatError(
+            f"{source.format}: the clip has {source.num_frames} frame(s), expected at least {MIN_FRAMES} "
+            "(a one-frame clip ends every episode on every step)"
+        )
+    if fps is not None:
+        check_fps(fps, "fps")  # before resampling allocates fps * duration frames
     if derive_velocities:
         source = source.without_velocities()
     joints = _joint_order(source, kinematics)

@@ -21,11 +21,13 @@ DEFAULT_FPS = 30.0
 
 def read(path: str | Path, input_fps: float | None) -> MotionSource:
     fps = check_fps(DEFAULT_FPS if input_fps is None else input_fps, "input_fps")
+    if not Path(path).read_text().strip():
+        raise MotionFormatError(f"{path}: the CSV file is empty, expected one row of numbers per frame")
     try:
         rows = np.loadtxt(path, delimiter=",", ndmin=2, dtype=np.float64)
     except ValueError as err:
         raise MotionFormatError(f"{path}: every CSV row must hold comma-separated numbers ({err})") from err
-    if rows.shape[0] < 1 or rows.shape[1] < 8:
+    if rows.shape[1] < 8:
         raise MotionFormatError(
             f"{path}: CSV rows have {rows.shape[1]} columns, expected 7 root columns "
             "(xyz, quaternion xyzw) + one per joint"

@@ -22,6 +22,7 @@ from unilab_gpu.motion.source import MotionSource
 from unilab_gpu.motion.validation import (
     MotionFormatError,
     check_array,
+    check_int,
     check_names,
     check_schema_version,
     frame_count,
@@ -46,7 +47,7 @@ def read(data: dict[str, Any], input_fps: float | None, source: str) -> MotionSo
     fps = stored_fps(data, input_fps, source)
     joint_names = check_names("joint_names", require(data, "joint_names", source))
     t, j = frame_count(data, "joint_pos", source), len(joint_names)
-    declared = int(require(data, "num_frames", source))
+    declared = check_int(require(data, "num_frames", source), "num_frames", source)
     if declared != t:
         raise MotionFormatError(f"{source}: 'num_frames' is {declared} but 'joint_pos' has {t} frames")
 

@@ -10,7 +10,7 @@ import torch
 
 from unilab_gpu.motion.clip import MotionClip
 from unilab_gpu.motion.names import column_order
-from unilab_gpu.motion.validation import MotionFormatError
+from unilab_gpu.motion.validation import MIN_FRAMES, MotionFormatError
 
 
 class MotionFrame(NamedTuple):
@@ -78,6 +78,8 @@ class MotionLibrary:
             raise MotionFormatError("MotionLibrary needs at least one clip")
         fps = clips[0].fps
         for i, clip in enumerate(clips):
+            if clip.num_frames < MIN_FRAMES:
+                raise MotionFormatError(f"clip {i} has {clip.num_frames} frame(s), expected at least {MIN_FRAMES}")
             if clip.fps != fps:
                 raise MotionFormatError(f"clip {i} has 'fps' = {clip.fps:g}, expected {fps:g} like clip 0; resample it")
         self.fps = fps

@@ -69,6 +69,11 @@ def load_motion(
         MotionFormatError: the file is malformed; the message names the field.
         FileNotFoundError: no file at ``path``.
     """
-    source = read_source(path, format, input_fps)
-    kinematics = kinematics or RobotKinematics.from_robot("g1")
-    return build_clip(source, kinematics, fps=fps, derive_velocities=derive_velocities)
+    try:
+        source = read_source(path, format, input_fps)
+        kinematics = kinematics or RobotKinematics.from_robot("g1")
+        return build_clip(source, kinematics, fps=fps, derive_velocities=derive_velocities)
+    except MotionFormatError as error:  # name the file: it may be one of many in a config
+        if str(path) in str(error):
+            raise
+        raise MotionFormatError(f"{path}: {error}") from None

@@ -14,7 +14,10 @@ from unilab_gpu.motion.validation import MotionFormatError, check_fps, require
 def read_npz(path: str | Path) -> dict[str, np.ndarray]:
     """Every array of the ``.npz`` at ``path`` (object arrays are refused: no pickles are loaded)."""
     try:
-        with np.load(path, allow_pickle=False) as data:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):  # a .npy (or other) file named .npz
+            raise MotionFormatError(f"{path}: not an .npz archive but a single {type(loaded).__name__} (a .npy file?)")
+        with loaded as data:
             return {key: data[key] for key in data.files}
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
         if isinstance(err, FileNotFoundError):

@@ -134,6 +134,21 @@ class AdaptiveStartSampler(StartSampler):
         self._counts = torch.zeros(self.num_bins, device=dev)
         self._refresh()
 
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """What the sampler has learned (failure rates per bin): a resumed run starts from it."""
+        return {"failure_ema": self.failure_ema.detach().clone()}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`state_dict` in place (same addresses, so a captured step keeps working)."""
+        saved = state["failure_ema"]
+        if tuple(saved.shape) != (self.num_bins,):
+            raise ValueError(
+                f"adaptive sampler state has {tuple(saved.shape)} bins, this motion library {self.num_bins}: "
+                "resume with the motion files of the run"
+            )
+        self.failure_ema.copy_(saved)
+        self._refresh()
+
     def bin_of(self, clip: torch.Tensor, frame: torch.Tensor) -> torch.Tensor:
         """Bin index ``(N,)`` of ``(N,)`` (clip, frame) pairs (clamped into the table)."""
         lib = self.library

@@ -7,6 +7,12 @@ from typing import Any
 
 import numpy as np
 
+MIN_FRAMES = 2
+"""Frames a clip needs at least: a one-frame clip ends (truncates) every row on every step."""
+
+MAX_FPS = 1000.0
+"""Highest frame rate accepted (a typo such as ``--fps 1e9`` would otherwise allocate hundreds of GiB)."""
+
 
 class MotionFormatError(ValueError):
     """A motion file or array is malformed: the message names the field and the expected value."""
@@ -21,7 +27,7 @@ def require(data: Mapping[str, Any], key: str, source: str) -> Any:
 
 def check_schema_version(data: Mapping[str, Any], expected: int, source: str) -> None:
     """Raise ``MotionFormatError`` naming ``schema_version`` unless it equals ``expected``."""
-    version = int(require(data, "schema_version", source))
+    version = check_int(require(data, "schema_version", source), "schema_version", source)
     if version != expected:
         raise MotionFormatError(f"{source}: 'schema_version' is {version}, expected {expected}")
 
@@ -47,15 +53,34 @@ def check_array(name: str, value: Any, shape: tuple[int | None, ...]) -> np.ndar
     return array
 
 
+def check_int(value: Any, name: str, source: str) -> int:
+    """A single whole number from a scalar or one-element array (a header field such as ``num_frames``)."""
+    array = np.asarray(value).reshape(-1)
+    whole = array.size == 1 and (array.dtype.kind in "iu" or (array.dtype.kind == "f" and float(array[0]).is_integer()))
+    if not whole:
+        raise MotionFormatError(f"{source}: '{name}' must be a single whole number, got {_show(value)}")
+    return int(array[0])
+
+
 def check_fps(value: Any, name: str = "fps") -> float:
-    """A single positive, finite frame rate from a scalar or a one-element array."""
-    array = np.asarray(value, dtype=np.float64).reshape(-1)
+    """A single positive, finite frame rate up to :data:`MAX_FPS` from a scalar or a one-element array."""
+    try:
+        array = np.asarray(value, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise MotionFormatError(f"'{name}' must be a number of frames per second, got {_show(value)}") from None
     if array.size != 1:
         raise MotionFormatError(f"'{name}' must be a single number, got shape {np.shape(value)}")
     fps = float(array[0])
-    if not np.isfinite(fps) or fps <= 0:
-        raise MotionFormatError(f"'{name}' must be a positive number of frames per second, got {fps}")
+    if not np.isfinite(fps) or not 0 < fps <= MAX_FPS:
+        raise MotionFormatError(
+            f"'{name}' must be a positive number of frames per second up to {MAX_FPS:g}, got {fps:g}"
+        )
     return fps
+
+
+def _show(value: Any) -> str:
+    text = repr(value.tolist() if isinstance(value, np.ndarray) else value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def check_names(name: str, value: Any) -> tuple[str, ...]:

@@ -23,7 +23,8 @@ class EnvBench:
     row: dict[str, Any]
     """JSON-ready: ``num_envs``, ``env_steps_per_s``, ``step_ms`` {median, p10, p90},
     ``phases_ms`` (mean per phase), ``physics_only_ms`` (median), ``overhead_ratio``,
-    ``resets_per_step``, ``reset_capacity``, ``deferred_resets``."""
+    ``resets_per_step``, ``reset_capacity``, ``deferred_resets``, ``captured`` and
+    ``capture_skipped`` (why a CUDA step ran eagerly, else ``None``)."""
     profile: PhaseProfile
     config: dict[str, Any]
     """The resolved ``EnvCfg`` as a dict."""
@@ -53,11 +54,13 @@ def bench_env(
       force_resets: if > 0, add :class:`ForcedResets` ending this many rows per step.
     """
     overrides = list(overrides) + ([forced_resets_override(force_resets)] if force_resets else [])
-    env = make_env(task, num_envs, device, overrides, seed=seed, compile=compile, capture=capture)
+    # "auto": a device that cannot capture is measured eagerly (and says so in the row), not lost.
+    env_capture = "auto" if capture else False
+    env = make_env(task, num_envs, device, overrides, seed=seed, compile=compile, capture=env_capture, announce=False)
     env.reset()
     generator = torch.Generator().manual_seed(seed)
     actions = (torch.rand(num_envs, env.action_dim, generator=generator) * 2 - 1).to(env.device)
-    profiler = PhaseProfiler(env, window=window, capture=capture, compiled=compile)
+    profiler = PhaseProfiler(env, window=window, capture=env.captured, compiled=compile)
     profile = profiler.run(steps, actions, warmup=warmup)
     step = ms_stats(profile.env_step_ms)
     physics_only = float(np.median(profile.physics_only_ms))
@@ -72,6 +75,8 @@ def bench_env(
         "resets_per_step": profile.resets_per_step,
         "reset_capacity": env.reset_capacity,
         "deferred_resets": int(env.reset_rows.deferred_count),
+        "captured": env.captured,
+        "capture_skipped": env.capture_skipped,
     }
     config = dataclasses.asdict(env.cfg)
     del env

@@ -7,6 +7,7 @@ import platform
 from importlib import metadata
 
 import torch
+import warp as wp
 
 PACKAGES = ("unilab-gpu", "torch", "mujoco", "mujoco-warp", "warp-lang", "numpy")
 
@@ -27,6 +28,8 @@ def machine_info(device: str) -> dict:
         info["gpu"] = props.name
         info["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
         info["cuda_runtime"] = torch.version.cuda
+        driver = wp.get_cuda_driver_version()
+        info["cuda_driver"] = ".".join(map(str, driver)) if driver else None
     return info
 
 

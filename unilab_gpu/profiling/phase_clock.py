@@ -49,7 +49,7 @@ class CpuPhaseClock:
 
 
 class CudaPhaseClock:
-    """Timing CUDA events, ``(window, 1 + num_phases)``, recorded on the current stream."""
+    """Timing CUDA events, ``(window, 1 + num_phases)``, recorded on ``device``'s current stream."""
 
     def __init__(self, phases: Sequence[str], window: int, device: torch.device) -> None:
         self.phases = tuple(phases)
@@ -62,13 +62,15 @@ class CudaPhaseClock:
         ]
 
     def start(self, slot: int) -> None:
-        self._events[slot][0].record()
+        self._events[slot][0].record(torch.cuda.current_stream(self.device))
 
     def marker(self, slot: int) -> Callable[[str], None]:
-        row, column = self._events[slot], self._column
+        row, column, device = self._events[slot], self._column, self.device
 
         def mark(phase: str) -> None:
-            row[column[phase]].record()
+            # On the clock's device's current stream (the capturing one during a capture): a
+            # bare record() would time the current device's stream, idle for a cuda:N env.
+            row[column[phase]].record(torch.cuda.current_stream(device))
 
         return mark
 

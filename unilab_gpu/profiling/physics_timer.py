@@ -35,12 +35,14 @@ class PhysicsTimer:
     def time(self, steps: int) -> np.ndarray:
         """Milliseconds per physics step, ``(steps,)``."""
         if self.cuda:
+            device = self.sim.torch_device
+            stream = torch.cuda.current_stream(device)
             events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
-            events[0].record()
+            events[0].record(stream)
             for i in range(steps):
                 self._run()
-                events[i + 1].record()
-            torch.cuda.synchronize(self.sim.torch_device)
+                events[i + 1].record(stream)
+            torch.cuda.synchronize(device)
             return np.array([events[i].elapsed_time(events[i + 1]) for i in range(steps)])
         ms = np.empty(steps)
         for i in range(steps):

@@ -30,12 +30,13 @@ class StepTimer:
         """Milliseconds per ``env.step``, ``(steps,)``."""
         env, mask = self.env, self.env.reset_rows.reset_mask
         if env.device.type == "cuda":
+            stream = torch.cuda.current_stream(env.device)  # the env's device, not the current one
             starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
             ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
             for start, end in zip(starts, ends, strict=True):
-                start.record()
+                start.record(stream)
                 env.step(self.actions)
-                end.record()
+                end.record(stream)
                 self._resets.add_(mask.sum())
             torch.cuda.synchronize(env.device)
             ms = np.array([start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)])

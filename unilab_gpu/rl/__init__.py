@@ -15,4 +15,5 @@ Map:
     factory         algo config mapping -> agent
     trainer         Trainer: act -> env.step -> replay -> updates, logging every K iterations
     checkpoint, logger, progress, evaluate               atomic checkpoints, TensorBoard, console, rollouts
+    ppo             PPO through RSL-RL's OnPolicyRunner (PpoTrainer, PpoConfig; needs the rsl extra)
 """

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
@@ -27,14 +28,28 @@ class CheckpointError(RuntimeError):
     """A checkpoint file is missing, unreadable, corrupt or of another format version."""
 
 
+TEMP_SUFFIX = ".tmp"
+"""Suffix of the temporary files of atomic writes (``.<name>.<random>.tmp`` beside the target)."""
+
+
 def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> Path:
     """Write ``payload`` (plus ``format_version``) to ``path`` atomically; returns the path."""
+    return write_atomic(path, lambda file: torch.save({"format_version": FORMAT_VERSION, **payload}, file))
+
+
+def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> Path:
+    """Call ``write(file)`` on a temporary file beside ``path``, fsync it and move it over ``path``.
+
+    A reader (or a process killed mid-write) sees the old file or the new one, never a mix; the
+    temporary file is removed on any exception, and :func:`remove_temp_files` clears the ones a
+    ``kill -9`` left behind.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as file:
-            torch.save({"format_version": FORMAT_VERSION, **payload}, file)
+            write(file)
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp, path)
@@ -42,6 +57,19 @@ def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def remove_temp_files(folder: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files of interrupted atomic writes in ``folder``; returns them.
+
+    Only call this while no other process writes to ``folder`` (e.g. holding its run lock).
+    """
+    removed = []
+    for path in Path(folder).glob(f".*{TEMP_SUFFIX}"):
+        if path.is_file():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return sorted(removed)
 
 
 def resolve_checkpoint(path: str | os.PathLike) -> Path:

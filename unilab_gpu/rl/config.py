@@ -7,6 +7,8 @@ comments; the rest were chosen for 4096 parallel envs on one GPU.
 from __future__ import annotations
 
 import dataclasses
+import math
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -100,8 +102,8 @@ class FlashSacConfig(OffPolicyConfig):
     actor_update_period: int = 2
     v_min: float = -5.0
     v_max: float = 5.0
-    log_std_min: float = -10.0
-    log_std_max: float = 2.0
+    log_std_min: float = -5.0
+    log_std_max: float = 0.0
     alpha_init: float = 0.01
     target_entropy_ratio: float = 0.5
     actor_hidden_dim: int = 128
@@ -137,4 +139,37 @@ def config_from_dict(cls: type[ConfigT], values: Mapping[str, Any]) -> ConfigT:
     unknown = sorted(set(values) - known)
     if unknown:
         raise ValueError(f"{cls.__name__}: unknown keys {unknown}; valid keys are {sorted(known)}")
+    hints = typing.get_type_hints(cls)
+    for name, value in values.items():
+        _check_type(name, hints[name], value)
     return cls(**values)
+
+
+def _check_type(name: str, hint: Any, value: Any) -> None:
+    """Raise naming ``name`` unless ``value`` fits ``hint`` (bool, int, float, str, tuple[...] of
+    those); other annotations are left to the config's own checks."""
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        if not set(args) - {Ellipsis} <= set(_KINDS):
+            return
+        ok = isinstance(value, (list, tuple)) and all(
+            _fits(args[0] if args[-1] is Ellipsis else args[min(i, len(args) - 1)], v) for i, v in enumerate(value)
+        )
+        expected = f"a list of {_KINDS[args[0]]}s"
+    elif hint in _KINDS:
+        ok, expected = _fits(hint, value), f"a {_KINDS[hint]}"
+    else:
+        return
+    if not ok:
+        raise ValueError(f"algo config: 'algo.{name}' must be {expected}, got {value!r}")
+
+
+_KINDS = {bool: "boolean", int: "whole number", float: "finite number", str: "string"}
+
+
+def _fits(hint: type, value: Any) -> bool:
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)

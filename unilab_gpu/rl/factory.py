@@ -16,6 +16,22 @@ from unilab_gpu.rl.sac import SacAgent
 ALGORITHMS: dict[str, type[OffPolicyConfig]] = {"sac": SacConfig, "flashsac": FlashSacConfig}
 """Algorithm name (the ``name`` key of an algo config) -> its config class."""
 
+TINY_CONFIGS: dict[str, dict[str, Any]] = {
+    "sac": dict(name="sac", actor_hidden_dims=[16], critic_hidden_dims=[16], num_atoms=11, batch_size=16),
+    "flashsac": dict(
+        name="flashsac",
+        actor_hidden_dim=8,
+        critic_hidden_dim=8,
+        actor_num_blocks=1,
+        critic_num_blocks=1,
+        num_atoms=11,
+        batch_size=16,
+        learning_rate_decay_steps=40,
+    ),
+}
+"""The smallest agents of each algorithm, for checks that exercise the loop, not learning
+(``unilab-doctor``'s training-loop audit, tests); pass to :func:`algo_config`."""
+
 
 def algo_config(values: Mapping[str, Any], compile: bool = True) -> OffPolicyConfig:
     """Typed config from a mapping with a ``name`` key; ``compile=False`` turns compilation off
@@ -45,3 +61,20 @@ def make_agent(
     if isinstance(cfg, SacConfig):
         return SacAgent(cfg, policy_dim, critic_dim, act_dim, device=device)
     raise TypeError(f"no agent for config type {type(cfg).__name__}")
+
+
+def agent_from_checkpoint(checkpoint: Mapping[str, Any], device: torch.device | str, compile: bool = False):
+    """The agent of a loaded checkpoint (``load_checkpoint``), built as it was trained.
+
+    FlashSAC's per-env state (reward scaler, noise) is sized for the training envs;
+    deterministic actions accept any batch. A PPO checkpoint gives a
+    :class:`~unilab_gpu.rl.ppo.PpoAgent` (needs the ``rsl`` extra).
+    """
+    if checkpoint["config"]["algo"].get("name") == "ppo":
+        from unilab_gpu.rl.ppo import agent_from_checkpoint as ppo_agent
+
+        return ppo_agent(checkpoint, device)
+    cfg = algo_config(checkpoint["config"]["algo"], compile=compile)
+    agent = make_agent(cfg, checkpoint["observation_dims"], checkpoint["action_dim"], checkpoint["num_envs"], device)
+    agent.load_state_dict(checkpoint["trainer"]["agent"])
+    return agent

@@ -5,8 +5,9 @@ High-Dimensional Robot Control" (arXiv:2604.04539, 2026). On top of the distribu
 update (:mod:`unilab_gpu.rl.agent`) it uses
 
 - BatchNorm/inverted-residual/RMSNorm networks (:mod:`unilab_gpu.rl.flashsac_networks`) whose
-  linear weight rows are projected to unit norm after every optimizer step (SimbaV2, Lee et
-  al. 2025);
+  norms are re-imposed after every optimizer step (SimbaV2, Lee et al. 2025): unit-norm linear
+  weight rows (all but the actor's heads) and BatchNorm ``(gamma, beta)`` / RMSNorm ``gamma``
+  at their initial norm ``sqrt(dim)`` (:mod:`unilab_gpu.rl.weight_norm`);
 - joint BatchNorm forwards: the critic sees ``(s, a)`` and ``(s', a')`` in one batch, the actor
   sees ``s`` and ``s'`` in one batch, so training and bootstrap inputs share statistics;
 - rewards scaled by the running discounted-return statistics (:mod:`unilab_gpu.rl.reward_scaler`)
@@ -17,6 +18,11 @@ update (:mod:`unilab_gpu.rl.agent`) it uses
 
 The critic loss evaluates the actor with running statistics at ``s'`` (as an evaluation) and
 the actor loss evaluates the critic with running statistics (its batch is actor samples only).
+
+The target critic is held to the same norms after each Polyak update (the authors' code only
+normalises it at initialisation; a Polyak average of two unit vectors is shorter than either,
+by about tau/2 times their squared angle, so projecting keeps the target on the critic's sphere
+without changing its direction).
 """
 
 from __future__ import annotations
@@ -31,9 +37,9 @@ from unilab_gpu.rl.compiling import maybe_compile
 from unilab_gpu.rl.config import FlashSacConfig
 from unilab_gpu.rl.distributional import categorical_cross_entropy, expected_value
 from unilab_gpu.rl.exploration import HeldNoise
-from unilab_gpu.rl.flashsac_networks import FlashActor, TwinFlashCritic
+from unilab_gpu.rl.flashsac_networks import FlashActor, TwinFlashCritic, normalization_affines, unit_norm_weights
 from unilab_gpu.rl.reward_scaler import RewardScaler
-from unilab_gpu.rl.weight_norm import linear_weights, project_rows_to_unit_norm_
+from unilab_gpu.rl.weight_norm import project_rows_to_unit_norm_, rescale_to_fixed_norm_
 
 
 class FlashSacAgent(OffPolicyAgent):
@@ -64,11 +70,12 @@ class FlashSacAgent(OffPolicyAgent):
         self.num_envs = num_envs
         self._generator = generator
         super().__init__(cfg, policy_obs_dim, critic_obs_dim, act_dim, device, compile_backend)
-        self._actor_weights = linear_weights(self.actor)
-        self._critic_weights = linear_weights(self.critic)
-        self._target_weights = linear_weights(self.target_critic)
-        for weights in (self._actor_weights, self._critic_weights, self._target_weights):
-            project_rows_to_unit_norm_(weights)
+        # (unit-norm weights, fixed-norm affine groups) of each network
+        self._actor_norms = (unit_norm_weights(self.actor), normalization_affines(self.actor))
+        self._critic_norms = (unit_norm_weights(self.critic), normalization_affines(self.critic))
+        self._target_norms = (unit_norm_weights(self.target_critic), normalization_affines(self.target_critic))
+        for norms in (self._actor_norms, self._critic_norms, self._target_norms):
+            _constrain_norms(*norms)
         self._project_actor = maybe_compile(self._project_actor_impl, cfg.compile, compile_backend)
         self._project_critic = maybe_compile(self._project_critic_impl, cfg.compile, compile_backend)
         self._policy = maybe_compile(self._policy_impl, cfg.compile, compile_backend)
@@ -131,10 +138,10 @@ class FlashSacAgent(OffPolicyAgent):
         return loss, -log_prob.detach().mean()
 
     def _project_actor_impl(self) -> None:
-        project_rows_to_unit_norm_(self._actor_weights)
+        _constrain_norms(*self._actor_norms)
 
     def _project_critic_impl(self) -> None:
-        project_rows_to_unit_norm_(self._critic_weights)
+        _constrain_norms(*self._critic_norms)
 
     def _after_actor_step(self) -> None:
         self._project_actor()
@@ -144,7 +151,7 @@ class FlashSacAgent(OffPolicyAgent):
 
     def _target_update_impl(self) -> None:
         super()._target_update_impl()
-        project_rows_to_unit_norm_(self._target_weights)
+        _constrain_norms(*self._target_norms)
 
     def _policy_impl(self, policy_obs: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
         mean, log_std = self.actor(policy_obs, batch_stats=False)
@@ -163,3 +170,8 @@ class FlashSacAgent(OffPolicyAgent):
         if policy_obs.shape[0] != self.num_envs:
             raise ValueError(f"policy_obs must have {self.num_envs} rows (num_envs), got {policy_obs.shape[0]}")
         return self._policy(policy_obs, self.noise.step())
+
+
+def _constrain_norms(weights: list[torch.Tensor], affines: list[tuple[torch.Tensor, ...]]) -> None:
+    project_rows_to_unit_norm_(weights)
+    rescale_to_fixed_norm_(affines)

@@ -11,8 +11,14 @@ ICML 2025: norm-bounded features and unit-norm weights):
 
 BatchNorm sits before each nonlinearity so that large replay batches, not per-sample scale,
 set the feature statistics. Hidden linears carry no bias (the BatchNorm that follows has one).
-Every linear weight row is projected back to unit norm after each optimizer step
-(:mod:`unilab_gpu.rl.weight_norm`).
+After each optimizer step (:mod:`unilab_gpu.rl.weight_norm`) every trunk and critic-head linear
+weight row is projected back to unit norm (:func:`unit_norm_weights`) and the affine parameters
+of every BatchNorm and RMSNorm are rescaled to their initial norm (:func:`normalization_affines`).
+The actor's mean and log-std heads stay outside both, as in the authors' code.
+
+Initialisation follows the authors' code (github.com/leeyngdo/FlashSAC,
+``flash_rl/agents/flashSAC/layer.py``): orthogonal linear weights (then unit rows), zero critic
+head bias, and actor heads that start near zero (see :class:`FlashActor`).
 
 Running statistics (used wherever ``batch_stats=False``: acting, the actor's next-state
 sample in the critic loss, the critic inside the actor loss) follow the batch statistics with
@@ -33,6 +39,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from unilab_gpu.rl.squashed_gaussian import bounded_log_std, sample_squashed_gaussian
+from unilab_gpu.rl.weight_norm import linear_weights
+
+
+def _orthogonal_linear(in_dim: int, out_dim: int, bias: bool = False) -> nn.Linear:
+    linear = nn.Linear(in_dim, out_dim, bias=bias)
+    nn.init.orthogonal_(linear.weight)
+    if bias:
+        nn.init.zeros_(linear.bias)
+    return linear
 
 
 class BatchNorm(nn.Module):
@@ -58,9 +73,9 @@ class InvertedResidualBlock(nn.Module):
 
     def __init__(self, hidden_dim: int, expansion: int = 4, momentum: float = 0.01) -> None:
         super().__init__()
-        self.expand = nn.Linear(hidden_dim, expansion * hidden_dim, bias=False)
+        self.expand = _orthogonal_linear(hidden_dim, expansion * hidden_dim)
         self.norm1 = BatchNorm(expansion * hidden_dim, momentum)
-        self.contract = nn.Linear(expansion * hidden_dim, hidden_dim, bias=False)
+        self.contract = _orthogonal_linear(expansion * hidden_dim, hidden_dim)
         self.norm2 = BatchNorm(hidden_dim, momentum)
 
     def forward(self, x: torch.Tensor, batch_stats: bool) -> torch.Tensor:
@@ -78,7 +93,7 @@ class FlashTrunk(nn.Module):
     def __init__(self, in_dim: int, hidden_dim: int, num_blocks: int, momentum: float = 0.01) -> None:
         super().__init__()
         self.input_norm = BatchNorm(in_dim, momentum)
-        self.embed = nn.Linear(in_dim, hidden_dim, bias=False)
+        self.embed = _orthogonal_linear(in_dim, hidden_dim)
         self.blocks = nn.ModuleList([InvertedResidualBlock(hidden_dim, momentum=momentum) for _ in range(num_blocks)])
         self.output_norm = nn.RMSNorm(hidden_dim, eps=1e-6)
 
@@ -90,7 +105,16 @@ class FlashTrunk(nn.Module):
 
 
 class FlashActor(nn.Module):
-    """Squashed-Gaussian policy on a FlashSAC trunk."""
+    """Squashed-Gaussian policy on a FlashSAC trunk.
+
+    The mean and log-std heads are free linears (no unit-norm rows) that start near zero, after
+    the authors' fix of the head initialisation (github.com/leeyngdo/FlashSAC, commit 9100e66,
+    ``NormalTanhPolicy``): mean weights ``N(0, 1e-3^2)``, log-std weights and both biases 0, and
+    log-std bounded to ``[-5, 0]`` (the defaults here). Every initial pre-tanh mean is then about
+    0 and every log-std the middle of its range (-2.5: std 0.08), instead of the means of SD ~1
+    and log-stds spread over the whole range that unit-norm heads over RMS-normalised features
+    give.
+    """
 
     def __init__(
         self,
@@ -98,8 +122,8 @@ class FlashActor(nn.Module):
         act_dim: int,
         hidden_dim: int,
         num_blocks: int,
-        log_std_min: float = -10.0,
-        log_std_max: float = 2.0,
+        log_std_min: float = -5.0,
+        log_std_max: float = 0.0,
         momentum: float = 0.01,
     ) -> None:
         super().__init__()
@@ -109,6 +133,9 @@ class FlashActor(nn.Module):
         self.trunk = FlashTrunk(obs_dim, hidden_dim, num_blocks, momentum)
         self.mean_head = nn.Linear(hidden_dim, act_dim)
         self.log_std_head = nn.Linear(hidden_dim, act_dim)
+        nn.init.normal_(self.mean_head.weight, std=1e-3)
+        for p in (self.mean_head.bias, self.log_std_head.weight, self.log_std_head.bias):
+            nn.init.zeros_(p)
 
     def forward(self, obs: torch.Tensor, batch_stats: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """``(batch, obs_dim)`` -> pre-tanh ``mean`` and ``log_std``, each ``(batch, act_dim)``."""
@@ -130,7 +157,7 @@ class TwinFlashCritic(nn.Module):
     ) -> None:
         super().__init__()
         self.trunks = nn.ModuleList([FlashTrunk(obs_dim + act_dim, hidden_dim, num_blocks, momentum) for _ in range(2)])
-        self.heads = nn.ModuleList([nn.Linear(hidden_dim, num_atoms) for _ in range(2)])
+        self.heads = nn.ModuleList([_orthogonal_linear(hidden_dim, num_atoms, bias=True) for _ in range(2)])
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor, batch_stats: bool) -> torch.Tensor:
         x = torch.cat([obs, action], dim=-1)
@@ -151,3 +178,23 @@ class TwinFlashCritic(nn.Module):
         """
         logits = self(torch.cat([obs, next_obs]), torch.cat([action, next_action]), batch_stats=True)
         return logits.split(obs.shape[0], dim=1)
+
+
+def unit_norm_weights(network: FlashActor | TwinFlashCritic) -> list[nn.Parameter]:
+    """Linear weights ``(out, in)`` kept at unit-norm rows: the trunks' and the critic heads',
+    not the actor heads' (see :class:`FlashActor`)."""
+    if isinstance(network, FlashActor):
+        return linear_weights(network.trunk)
+    return linear_weights(network)
+
+
+def normalization_affines(network: nn.Module) -> list[tuple[nn.Parameter, ...]]:
+    """Affine parameters kept at a fixed norm: ``(gamma, beta)`` of each BatchNorm and
+    ``(gamma,)`` of each RMSNorm in ``network``, in module order."""
+    groups: list[tuple[nn.Parameter, ...]] = []
+    for module in network.modules():
+        if isinstance(module, BatchNorm):
+            groups.append((module.weight, module.bias))
+        elif isinstance(module, nn.RMSNorm):
+            groups.append((module.weight,))
+    return groups

@@ -3,6 +3,12 @@
 Statistics are merged batch by batch with the parallel algorithm of Chan, Golub and LeVeque
 (1979), entirely on the device. Normalising inputs by running statistics is standard in
 massively parallel off-policy RL (e.g. FastTD3, Seo et al. 2025).
+
+The denominator is the standard deviation plus a floor, ``std + std_floor``, as in the
+``EmpiricalNormalization`` of holosoma's FastSAC, FastTD3 and rsl_rl (``eps=1e-2``): a feature
+that is (nearly) constant, such as a joint that never moves or a one-hot that rarely changes, is
+amplified at most ``1 / std_floor`` times instead of pinned at the clip, which
+``sqrt(var + 1e-8)`` (up to 10^4) does to any fluctuation of it.
 """
 
 from __future__ import annotations
@@ -14,11 +20,11 @@ from unilab_gpu.rl.running_moments import merge_moments_
 
 
 class ObsNormalizer(nn.Module):
-    """``(x - mean) / sqrt(var + eps)`` with running statistics over ``(batch, dim)`` inputs.
+    """``(x - mean) / (sqrt(var) + std_floor)`` with running statistics over ``(batch, dim)`` inputs.
 
     Args:
         dim: feature size.
-        eps: variance floor inside the square root.
+        std_floor: added to the standard deviation (the denominator is never below it).
         clip: normalised values are clipped to ``[-clip, clip]`` (``None`` disables).
         enabled: ``False`` makes the module the identity (no statistics kept up to date).
     """
@@ -26,14 +32,16 @@ class ObsNormalizer(nn.Module):
     def __init__(
         self,
         dim: int,
-        eps: float = 1e-8,
+        std_floor: float = 1e-2,
         clip: float | None = 10.0,
         enabled: bool = True,
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
         self.dim = dim
-        self.eps = eps
+        if not std_floor > 0:
+            raise ValueError(f"ObsNormalizer: std_floor must be > 0, got {std_floor!r}")
+        self.std_floor = std_floor
         self.clip = clip
         self.enabled = enabled
         self.register_buffer("mean", torch.zeros(dim, device=device))
@@ -57,5 +65,5 @@ class ObsNormalizer(nn.Module):
         self._check(x)
         if not self.enabled:
             return x
-        y = (x - self.mean) * torch.rsqrt(self.var + self.eps)
+        y = (x - self.mean) / (self.var.sqrt() + self.std_floor)
         return y if self.clip is None else y.clamp(-self.clip, self.clip)

@@ -2,9 +2,10 @@
 
 The fused AdamW kernel keeps its step counters on the parameters' device and accepts a shared
 0-d tensor ``lr`` that a schedule rewrites in place (:mod:`unilab_gpu.rl.schedules`), so an
-optimizer step reads nothing back to the host and can be captured in a CUDA graph; it runs the
-same way on the CPU (AdamW: Loshchilov and Hutter, "Decoupled Weight Decay Regularization",
-ICLR 2019).
+optimizer step reads nothing back to the host; it runs the same way on the CPU (AdamW:
+Loshchilov and Hutter, "Decoupled Weight Decay Regularization", ICLR 2019). The trainer runs
+updates eagerly, outside any CUDA graph: capturing ``step()`` would also need
+``capturable=True`` (torch 2.13 refuses to capture a step of an optimizer built without it).
 """
 
 from __future__ import annotations

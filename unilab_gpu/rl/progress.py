@@ -18,6 +18,14 @@ HEADLINE = (
 )
 """(scalar tag, label, format) shown in each report when the tag is present."""
 
+HEALTH = (
+    ("env/non_finite_actions", "non-finite actions"),
+    ("episode/non_finite_states", "NaN states"),
+    ("episode/diverged_states", "diverged states"),
+    ("env/deferred_resets", "deferred resets"),
+)
+"""(scalar tag, label) of event counts, shown in a report only when non-zero."""
+
 
 class Progress:
     """Progress of iterations ``start .. total``.
@@ -51,6 +59,9 @@ class Progress:
     def describe(scalars: dict[str, float]) -> str:
         """``steps/s 12,345 | reward -0.123 | ...`` for the headline tags present."""
         parts = [f"{label} {fmt.format(scalars[tag])}" for tag, label, fmt in HEADLINE if tag in scalars]
+        health = [f"{scalars[tag]:,.0f} {label}" for tag, label in HEALTH if scalars.get(tag, 0)]
+        if health:
+            parts.append("health: " + ", ".join(health))
         return " | ".join(parts)
 
     def update(self, iteration: int, env_steps: int, scalars: dict[str, float]) -> None:

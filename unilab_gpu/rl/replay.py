@@ -24,10 +24,26 @@ once. If episodes are shorter, the oldest live entries are overwritten: ``final_
 counts them, and a sampled transition whose final observation was lost gets discount 0 (it is
 treated as terminal) rather than a wrong bootstrap.
 
+Transitions that belong to no episode
+-------------------------------------
+A row whose episode ended while more rows ended than the env could reset at once keeps
+simulating past its end until a later step resets it (``StepResult.valid`` is False for those
+steps). Such a step is stored, to keep the ring's static layout, but flagged in ``valid`` and never
+starts a window. A window that starts at a valid step can never reach an invalid one: invalid
+steps only follow an episode end, where every window stops. So no sampled transition, one-step or
+n-step, joins two episodes.
+
 Sampling
 --------
 Transitions are drawn uniformly over envs and over the complete window starts: the newest ``n``
 slots never start a window because their ``n``-th successor observation is not written yet.
+A draw that lands on an invalid step is replaced by the first valid one among ``REDRAWS``
+further draws from the buffer's own generator, and if those are invalid too (probability
+``p ** (1 + REDRAWS)`` for a fraction ``p`` of invalid steps), by an exact uniform draw over the
+valid window starts (a cumulative count over the ``(capacity, num_envs)`` validity table, then
+``searchsorted``). The first valid of independent uniform draws is uniform over the valid starts,
+and so is the exact draw, so the batch is uniform over valid transitions; where every step is
+valid, the caller's generator gives exactly the batches it gave before invalid steps existed.
 Returns are n-step (:func:`unilab_gpu.rl.nstep.nstep_return`). Everything stays on the device:
 the write pointer and step count are device tensors, so ``add`` and ``sample`` do no host sync
 and can be captured in a CUDA graph (a custom ``generator`` must then be registered with the
@@ -42,6 +58,9 @@ import math
 import torch
 
 from unilab_gpu.rl.nstep import nstep_return
+
+REDRAWS = 3
+"""Further draws per batch element when a draw lands on a step that belongs to no episode."""
 
 
 class ReplayBuffer:
@@ -95,6 +114,8 @@ class ReplayBuffer:
         self.reward = zeros(capacity, num_envs)
         self.terminated = zeros(capacity, num_envs, dtype=torch.bool)
         self.truncated = zeros(capacity, num_envs, dtype=torch.bool)
+        self.valid = torch.ones(capacity, num_envs, dtype=torch.bool, device=self.device)
+        """Whether the step's transition belongs to one episode (see the module docstring)."""
         self.final_index = zeros(capacity, num_envs, dtype=torch.int64)
         self.slot_step = torch.full((capacity,), -1, dtype=torch.int64, device=self.device)
         # Side table; row ``final_capacity`` is the padding row that non-ended rows write to.
@@ -111,6 +132,7 @@ class ReplayBuffer:
         """Device count of final observations overwritten while still referenced."""
         self._num_adds = 0  # host-side mirror, only for the "enough data to sample" check
         self._window = torch.arange(n_step, device=self.device)
+        self._redraw = torch.Generator(self.device).manual_seed(0)
 
     @property
     def bytes_per_transition(self) -> float:
@@ -122,6 +144,7 @@ class ReplayBuffer:
             self.reward,
             self.terminated,
             self.truncated,
+            self.valid,
             self.final_index,
             self.slot_step,
             self.final_policy_obs,
@@ -150,6 +173,7 @@ class ReplayBuffer:
         truncated: torch.Tensor,
         final_policy_obs: torch.Tensor,
         final_critic_obs: torch.Tensor,
+        valid: torch.Tensor | None = None,
     ) -> None:
         """Write one env step for all envs.
 
@@ -160,6 +184,7 @@ class ReplayBuffer:
             terminated, truncated: ``(num_envs,)`` bool episode ends of the step.
             final_policy_obs, final_critic_obs: ``(num_envs, dim)`` observations reached by the
                 step before any reset; only rows with an episode end are read.
+            valid: ``(num_envs,)`` bool, the env's ``StepResult.valid`` (default: all rows).
         """
         e = self.num_envs
         self._check("policy_obs", policy_obs, (e, self.policy_obs.shape[-1]))
@@ -179,6 +204,11 @@ class ReplayBuffer:
         self.reward.index_copy_(0, slot, reward.unsqueeze(0).to(self.reward.dtype))
         self.terminated.index_copy_(0, slot, terminated.unsqueeze(0).bool())
         self.truncated.index_copy_(0, slot, truncated.unsqueeze(0).bool())
+        if valid is None:
+            self.valid.index_fill_(0, slot, True)
+        else:
+            self._check("valid", valid, (e,))
+            self.valid.index_copy_(0, slot, valid.unsqueeze(0).bool())
         self.slot_step.index_copy_(0, slot, step.view(1))
 
         ended = terminated.bool() | truncated.bool()
@@ -213,8 +243,17 @@ class ReplayBuffer:
         oldest = self.num_steps - steps_held
         num_starts = steps_held - self.n_step
         u = torch.rand(batch_size, device=self.device, generator=generator)
-        start = oldest + torch.minimum((u * num_starts).long(), num_starts - 1)
         env = torch.randint(0, self.num_envs, (batch_size,), device=self.device, generator=generator)
+        redrawn = torch.rand(REDRAWS, batch_size, device=self.device, generator=self._redraw)
+        env_tries = torch.randint(0, self.num_envs, (REDRAWS, batch_size), device=self.device, generator=self._redraw)
+        starts = oldest + torch.minimum((torch.cat([u[None], redrawn]) * num_starts).long(), num_starts - 1)
+        envs = torch.cat([env[None], env_tries])  # (1 + REDRAWS, B): the caller's draw first
+        usable = self.valid[starts % self.capacity, envs]
+        pick = usable.to(torch.int32).argmax(dim=0, keepdim=True)  # first valid try (0 if none)
+        start, env = starts.gather(0, pick).squeeze(0), envs.gather(0, pick).squeeze(0)
+        exact_start, exact_env = self._exact_valid_starts(batch_size, oldest)
+        none_valid = ~usable.any(dim=0)
+        start, env = torch.where(none_valid, exact_start, start), torch.where(none_valid, exact_env, env)
 
         window_slots = (start.unsqueeze(0) + self._window.unsqueeze(1)) % self.capacity  # (n, B)
         ret = nstep_return(
@@ -240,3 +279,12 @@ class ReplayBuffer:
             "next_critic_obs": next_critic.float(),
             "discount": torch.where(lost, 0.0, ret.discount),
         }
+
+    def _exact_valid_starts(self, batch_size: int, oldest: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(start step, env)`` drawn uniformly over the valid complete window starts, ``(B,)`` each."""
+        window_start = (self.slot_step >= oldest) & (self.slot_step < self.num_steps - self.n_step)
+        counts = (self.valid & window_start[:, None]).flatten().cumsum(0)
+        u = torch.rand(batch_size, device=self.device, generator=self._redraw)
+        target = (u * counts[-1]).long()
+        flat = torch.searchsorted(counts, target, right=True).clamp(max=counts.shape[0] - 1)
+        return self.slot_step[flat // self.num_envs], flat % self.num_envs

@@ -29,9 +29,11 @@ from typing import Any
 
 import torch
 
+from unilab_gpu.envs.episode_stats import HEALTH_KEYS
 from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
 from unilab_gpu.profiling.phase_clock import make_phase_clock
 from unilab_gpu.rl.agent import OffPolicyAgent
+from unilab_gpu.rl.config import OffPolicyConfig
 from unilab_gpu.rl.logger import TrainLogger
 from unilab_gpu.rl.replay import ReplayBuffer
 
@@ -67,6 +69,19 @@ class TrainerSettings:
     checkpoint_every: int = 0
     """Iterations between checkpoint callbacks (0: none during the run)."""
     seed: int = 0
+
+    @classmethod
+    def from_algo(cls, algo: OffPolicyConfig, iterations: int, **loop: Any) -> TrainerSettings:
+        """Settings whose replay and update sizes are the algorithm config's; ``loop`` sets the
+        rest (``log_every``, ``checkpoint_every``, ``seed``) or overrides a size."""
+        sizes = {
+            "batch_size": algo.batch_size,
+            "updates_per_step": algo.updates_per_step,
+            "warmup_steps": algo.warmup_steps,
+            "buffer_capacity_per_env": algo.buffer_capacity_per_env,
+            "final_obs_fraction": algo.final_obs_fraction,
+        }
+        return cls(iterations=iterations, **{**sizes, **loop})
 
     def __post_init__(self) -> None:
         for name in ("iterations", "batch_size", "updates_per_step", "log_every", "buffer_capacity_per_env"):
@@ -138,18 +153,32 @@ class Trainer:
 
     # -- state ---------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Iteration counter, agent state (networks, optimizers, schedules) and sampling RNG."""
+        """Iteration counter, agent state (networks, optimizers, schedules), sampling RNG and the
+        env's learning state (e.g. the adaptive motion sampler's failure rates)."""
         return {
             "iteration": self.iteration,
             "env_steps": self.env_steps,
             "agent": self.agent.state_dict(),
             "generator": self.generator.get_state(),
+            "env": self.env.learning_state(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict`, also one saved on another device type (CPU <-> CUDA).
+
+        Networks and optimizer state move to this trainer's device. A generator state does not:
+        a CPU (Mersenne Twister) and a CUDA (Philox seed and offset) state are different things,
+        so a run resumed on the other device type reseeds replay sampling from its seed and
+        iteration (still reproducible, not the same draws as an uninterrupted run).
+        """
         self.agent.load_state_dict(state["agent"])
-        self.generator.set_state(state["generator"].cpu())
+        self.env.load_learning_state(state.get("env", {}))
         self.iteration = int(state["iteration"])
+        saved = state["generator"].cpu()
+        if saved.numel() == self.generator.get_state().numel():
+            self.generator.set_state(saved)
+        else:
+            self.generator.manual_seed(self.settings.seed + self.iteration)
 
     # -- loop ----------------------------------------------------------------------------------
     def train(self, should_stop: Callable[[], bool] | None = None) -> bool:
@@ -165,14 +194,21 @@ class Trainer:
             if should_stop is not None and should_stop():
                 return False
             timed = (self.iteration + 1) % log_every == 0 or self.iteration + 1 == total
-            self._iterate(timed)
-            self.iteration += 1
+            self.run_iteration(timed)
             if timed:
                 self._log()
             every = self.settings.checkpoint_every
             if self.on_checkpoint is not None and every and self.iteration % every == 0:
                 self.on_checkpoint(self)
         return True
+
+    def run_iteration(self, timed: bool = False) -> None:
+        """One iteration (act, env step, replay add, updates), no logging; host-sync free.
+
+        ``timed`` stamps the phase clock (the logging point reads it).
+        """
+        self._iterate(timed)
+        self.iteration += 1
 
     def _iterate(self, timed: bool) -> None:
         # Only the last iteration of a logging window is timed; the others pay nothing.
@@ -196,6 +232,7 @@ class Trainer:
             result.truncated,
             final["policy"],
             final[self._critic_group],
+            result.valid,
         )
         if self._observes_reward:
             self.agent.observe_reward(result.reward, result.terminated, result.truncated)
@@ -243,6 +280,8 @@ class Trainer:
         self.env.stats.clear()
         if stats["episode/count"] > 0:  # means over zero episodes would read as 0, not as missing
             scalars.update(stats)
+        else:
+            scalars.update({key: stats[key] for key in HEALTH_KEYS})
         if self.logger is not None:
             self.logger.log(self.iteration, self.env_steps, scalars)
         self.last_scalars = scalars

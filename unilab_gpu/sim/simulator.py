@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import mujoco
@@ -13,9 +14,9 @@ import warp as wp
 
 from unilab_gpu.paths import robot_asset
 from unilab_gpu.sim import kernels
+from unilab_gpu.sim.device import resolve_device, set_warp_verbose, torch_stream_scope, warp_device
 from unilab_gpu.sim.names import resolve_names
 from unilab_gpu.sim.state import SimState
-from unilab_gpu.sim.warp_context import torch_stream_scope, warp_device
 
 DEFAULT_NJMAX = 300
 """Constraint rows per world. A G1 standing on 8 foot points with a few active joint limits uses
@@ -72,7 +73,7 @@ class Simulator:
         self,
         mj_model: mujoco.MjModel,
         num_envs: int,
-        device: str = "cpu",
+        device: str | torch.device = "cpu",
         *,
         njmax: int = DEFAULT_NJMAX,
         nconmax: int = DEFAULT_NCONMAX,
@@ -80,12 +81,15 @@ class Simulator:
         cpu_graph: bool = True,
         refresh_capacity: int = 0,
         batched_model_fields: Sequence[str] = (),
+        deterministic: bool = False,
+        verbose: bool | None = None,
     ) -> None:
         """Put ``mj_model`` on ``device`` for ``num_envs`` worlds.
 
         Args:
           num_envs: number of worlds, >= 1.
-          device: ``"cpu"`` or ``"cuda[:N]"``.
+          device: ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (normalized to an indexed
+            device, ``torch_device``).
           njmax: constraint rows per world.
           nconmax: contacts per world.
           keyframe: name of the keyframe every world starts from (default: the model's qpos0).
@@ -94,6 +98,10 @@ class Simulator:
             full-width refreshes); a scratch batch of this many worlds is allocated now.
           batched_model_fields: MJWarp model fields to give one copy per world (e.g.
             ``geom_friction`` for domain randomization), exposed in ``model_fields``.
+          deterministic: MJWarp's deterministic mode (``opt.deterministic = ALL``: sorted contacts
+            and constraint rows, order-invariant atomics), so two runs from one state agree bit for
+            bit; slower, for tests and self-checks.
+          verbose: show Warp's own log lines (module loads); ``None`` reads ``UNILAB_VERBOSE``.
         """
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
@@ -101,7 +109,8 @@ class Simulator:
             raise ValueError(f"njmax and nconmax must be >= 1, got njmax={njmax}, nconmax={nconmax}")
         self.mj_model = mj_model
         self.num_envs = num_envs
-        self.torch_device = torch.device(device)
+        set_warp_verbose(verbose)
+        self.torch_device = resolve_device(device)
         self.wp_device = warp_device(self.torch_device)
         self.cpu_graph = cpu_graph and self.wp_device.is_cpu
         self._graphs: dict[tuple, wp.Graph] = {}
@@ -120,6 +129,8 @@ class Simulator:
 
         with wp.ScopedDevice(self.wp_device):
             self.model = mjw.put_model(mj_model, batch_sizes={f: num_envs for f in batched_model_fields})
+            if deterministic:
+                self.model.opt.deterministic = mjw.DeterminismType.ALL
             self.data = mjw.make_data(mj_model, nworld=num_envs, nconmax=nconmax, njmax=njmax)
             self._body_lin_vel = wp.zeros((num_envs, mj_model.nbody), dtype=wp.vec3)
             self._body_ang_vel = wp.zeros((num_envs, mj_model.nbody), dtype=wp.vec3)
@@ -151,7 +162,7 @@ class Simulator:
         cls,
         source: str | Path | mujoco.MjSpec,
         num_envs: int,
-        device: str = "cpu",
+        device: str | torch.device = "cpu",
         *,
         edit: Callable[[mujoco.MjSpec], None] | None = None,
         **kwargs,
@@ -285,6 +296,20 @@ class Simulator:
             ),
         )
 
+    def data_tensors(self) -> dict[str, torch.Tensor]:
+        """Zero-copy torch views of every array of the worlds' state, by name.
+
+        That is every MJWarp ``Data`` array (nested ones as ``contact.dist``), the body velocity
+        and contact buffers and the per-world model fields: everything a step may change. For
+        snapshots (the env's capture warm-up) and address checks; cold path.
+        """
+        tensors = {name: wp.to_torch(array) for name, array in _warp_arrays(self.data)}
+        tensors["body_lin_vel_w"] = self.state.body_lin_vel_w
+        tensors["body_ang_vel_w"] = self.state.body_ang_vel_w
+        tensors["body_contact"] = self.state.body_contact
+        tensors.update({f"model.{name}": value for name, value in self.model_fields.items()})
+        return tensors
+
     # ----------------------------------------------------------------------------------------
     # Diagnostics (each call synchronizes once; never call per step).
 
@@ -410,6 +435,16 @@ def _kinematics(model: mjw.Model, data: mjw.Data, lin_vel: wp.array, ang_vel: wp
         inputs=[data.cvel, data.subtree_com, data.xpos, model.body_rootid],
         outputs=[lin_vel, ang_vel],
     )
+
+
+def _warp_arrays(obj: object, prefix: str = "") -> Iterator[tuple[str, wp.array]]:
+    """``(name, array)`` for every non-empty Warp array field of a dataclass, nested ones too."""
+    for field in dataclasses.fields(obj):
+        value = getattr(obj, field.name)
+        if isinstance(value, wp.array) and value.size > 0:
+            yield prefix + field.name, value
+        elif dataclasses.is_dataclass(value):
+            yield from _warp_arrays(value, f"{prefix}{field.name}.")
 
 
 def _names(mj_model: mujoco.MjModel, obj: mujoco.mjtObj, count: int) -> list[str]:

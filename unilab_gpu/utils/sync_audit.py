@@ -29,6 +29,20 @@ Forbidden ops (the reason is part of the error message):
   tensor): ``.cpu()``, ``.to("cpu")``. On a CPU-only machine every tensor is on the CPU, so this
   check cannot fire there; it guards GPU runs.
 
+Host-to-device copies are forbidden too. They do not stall the host the way a read does, but
+each one is a pageable ``cudaMemcpy`` (a sync with the copy engine) on every step, and a CUDA
+graph records the source address of the first one only, so later steps silently reuse stale
+data:
+
+- ``aten.lift_fresh`` / ``aten.lift_fresh_copy`` of a tensor with at least one dimension: a
+  tensor built from Python or NumPy data (``torch.tensor([0, 0, -1])``,
+  ``torch.as_tensor(values)``). This is the check that works on a CPU-only machine, where no copy
+  crosses devices: build such constants once, at construction. A 0-d ``torch.tensor(3.0)`` is
+  not reported: indexed assignment of a Python number (``t[i] = 0.5``) makes the same op with
+  its scalar built on the device.
+- Copies from the CPU to a non-CPU device (``aten._to_copy`` / ``aten.copy_``):
+  ``torch.ones(3).to("cuda")``, ``cuda_tensor.copy_(cpu_tensor)``. Guards GPU runs.
+
 Known blind spots on CPU: ``t.tolist()``, ``t.numpy()``, ``str(t)`` and ``print(t)`` of a CPU
 tensor reach no aten op the mode sees, so they are not reported (``f"{t:.2f}"`` is). Ops outside
 the ``aten`` namespace (custom ops, Warp kernels) are not judged. A false positive on CPU:
@@ -77,13 +91,18 @@ class SyncViolation:
     reason: str
     location: str
 
+    @property
+    def kind(self) -> str:
+        """``"host_to_device"`` for copies and tensors from Python data, else ``"host_sync"``."""
+        return "host_to_device" if _HOST_TO_DEVICE in self.reason else "host_sync"
+
     def __str__(self) -> str:
         return f"{self.op}: {self.reason} (at {self.location})"
 
 
 _READS_VALUE = "reads a device value into Python (.item(), bool(t), int(t), float(t), `if t.any():`)"
 _DYNAMIC_SHAPE = "output shape depends on tensor values (host sync, not capturable)"
-_COMPACT_HINT = "; use cumsum + scatter_ (see envs.reset_rows) or nonzero_static"
+_COMPACT_HINT = "; use a fixed-size selection such as topk (see envs.reset_rows), cumsum + scatter_, or nonzero_static"
 
 
 def _bound_args(func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -135,14 +154,46 @@ def _device_fill_value(a: dict[str, Any]) -> str | None:
     return None
 
 
-def _to_host(a: dict[str, Any]) -> str | None:
-    return "copies device memory to the host" if _is_device_to_host(a.get("self"), a.get("device")) else None
+def _is_host_to_device(src: Any, dst_device: Any) -> bool:
+    return (
+        isinstance(src, torch.Tensor)
+        and src.device.type == "cpu"
+        and dst_device is not None
+        and torch.device(dst_device).type not in ("cpu", "meta")
+    )
 
 
-def _copy_to_host(a: dict[str, Any]) -> str | None:
-    dst = a.get("self")
-    if isinstance(dst, torch.Tensor) and _is_device_to_host(a.get("src"), dst.device):
+_HOST_TO_DEVICE = "host-to-device copy"
+_TO_DEVICE = f"a {_HOST_TO_DEVICE} on every step (and a CUDA graph replays the first copy's source)"
+
+
+def _to_copy(a: dict[str, Any]) -> str | None:
+    if _is_device_to_host(a.get("self"), a.get("device")):
         return "copies device memory to the host"
+    if _is_host_to_device(a.get("self"), a.get("device")):
+        return _TO_DEVICE + "; build the tensor on the device once, at construction"
+    return None
+
+
+def _copy(a: dict[str, Any]) -> str | None:
+    dst = a.get("self")
+    if not isinstance(dst, torch.Tensor):
+        return None
+    if _is_device_to_host(a.get("src"), dst.device):
+        return "copies device memory to the host"
+    if _is_host_to_device(a.get("src"), dst.device):
+        return _TO_DEVICE + "; keep the source on the device"
+    return None
+
+
+def _from_python(a: dict[str, Any]) -> str | None:
+    # 0-d lifts also come from `t[i] = 0.5`, which makes its scalar on the device (no copy).
+    value = a.get("self")
+    if isinstance(value, torch.Tensor) and value.ndim > 0:
+        return (
+            f"builds a tensor from Python/NumPy data (torch.tensor, torch.as_tensor): a {_HOST_TO_DEVICE} on "
+            "every step on a GPU; build it once at construction"
+        )
     return None
 
 
@@ -171,9 +222,11 @@ _RULES: dict[str, _Rule] = {
     "masked_fill_": _device_fill_value,
     "index_fill": _device_fill_value,
     "index_fill_": _device_fill_value,
-    "_to_copy": _to_host,
-    "copy": _copy_to_host,
-    "copy_": _copy_to_host,
+    "_to_copy": _to_copy,
+    "copy": _copy,
+    "copy_": _copy,
+    "lift_fresh": _from_python,
+    "lift_fresh_copy": _from_python,
 }
 
 

@@ -38,12 +38,9 @@ def joint_pos_limits(env: ManagerBasedRlEnv, soft_ratio: float = 1.0) -> torch.T
 
     Soft limits shrink the range symmetrically about its middle to ``soft_ratio`` of its width.
     """
-    lo, hi = env.robot.joint_limits[:, 0], env.robot.joint_limits[:, 1]
-    mid, half = (lo + hi) / 2, (hi - lo) / 2 * soft_ratio
+    lo, hi = env.robot.soft_joint_limits(soft_ratio)
     q = env.robot.joint_pos
-    below = (mid - half - q).clamp(min=0.0)
-    above = (q - mid - half).clamp(min=0.0)
-    return torch.sum(torch.nan_to_num(below + above, nan=0.0), dim=1)
+    return torch.sum((lo - q).clamp(min=0.0) + (q - hi).clamp(min=0.0), dim=1)
 
 
 def upright(env: ManagerBasedRlEnv) -> torch.Tensor:

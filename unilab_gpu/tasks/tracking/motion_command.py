@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from unilab_gpu.envs.row_buffers import rows_with_dummy
+from unilab_gpu.managers.row_buffers import rows_with_dummy
 from unilab_gpu.motion import (
     AdaptiveStartSampler,
     ClipStartSampler,
@@ -21,6 +21,7 @@ from unilab_gpu.utils.rotations import (
     quat_apply,
     quat_apply_inverse,
     quat_conjugate,
+    quat_error_magnitude,
     quat_from_euler_xyz,
     quat_mul,
     yaw_quat,
@@ -31,6 +32,13 @@ if TYPE_CHECKING:
 
 SAMPLERS = {"adaptive": AdaptiveStartSampler, "uniform": UniformStartSampler, "start": ClipStartSampler}
 CLIP_END_MODES = ("time_out", "wrap")
+
+
+TRACKING_METRICS = ("body_pos_error_m", "body_pos_error_anchored_m", "body_ori_error_rad", "joint_pos_error_rad")
+"""Per-step tracking errors in ``stats.summary()`` as ``tracking/<name>``, means over rows, tracked
+bodies (joints) and steps: body positions in the world and against the targets re-anchored to the
+robot's anchor (what the rewards use), body orientation against the re-anchored targets, joint
+positions. The fraction of episodes that reach the clip's end is ``termination/motion_clip_end``."""
 
 
 class MotionCommand:
@@ -102,6 +110,11 @@ class MotionCommand:
 
         fps = 1.0 / env.step_dt
         kinematics = RobotKinematics(env.sim.mj_model)
+        if isinstance(motion_files, str):  # iterating it would read one character per "file"
+            raise ValueError(
+                f"commands.motion.params.motion_files must be a list of paths, e.g. motion_files=[{motion_files}], "
+                f"got the string {motion_files!r}"
+            )
         if motion_files:
             clips = [load_motion(Path(f).expanduser(), fps=fps, kinematics=kinematics) for f in motion_files]
         else:
@@ -117,9 +130,7 @@ class MotionCommand:
         self._joint_lo, self._joint_span = _ranges(
             [joint_position_range or [0.0, 0.0]], 1, "joint_position_range", device
         )
-        lo, hi = env.robot.joint_limits[:, 0], env.robot.joint_limits[:, 1]
-        mid, half = (lo + hi) / 2, (hi - lo) / 2 * soft_joint_limit_ratio
-        self._soft_lo, self._soft_hi = mid - half, mid + half
+        self._soft_lo, self._soft_hi = env.robot.soft_joint_limits(soft_joint_limit_ratio)
         self._qpos_joints = env.robot.qpos_slice
         self._qvel_joints = env.robot.qvel_slice
 
@@ -149,6 +160,7 @@ class MotionCommand:
         if isinstance(self.sampler, AdaptiveStartSampler):
             env.stats.register("motion/sampling_entropy", self.sampler.entropy)
             env.stats.register("motion/sampling_top_bin", self.sampler.top_bin)
+        self._metrics = {name: env.stats.add_step_mean(f"tracking/{name}") for name in TRACKING_METRICS}
 
     # ------------------------------------------------------------------------------------------
     # Views of the robot and the reference that terms read.
@@ -188,6 +200,15 @@ class MotionCommand:
     def robot_anchor_quat_w(self) -> torch.Tensor:
         return self._sim_state.body_quat_w[:, self.anchor_body_id]
 
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The start sampler's learned state (adaptive sampling's failure rates), for resumes."""
+        has_state = hasattr(self.sampler, "state_dict")
+        return {f"sampler.{k}": v for k, v in self.sampler.state_dict().items()} if has_state else {}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        if hasattr(self.sampler, "load_state_dict"):
+            self.sampler.load_state_dict({k.removeprefix("sampler."): v for k, v in state.items()})
+
     # ------------------------------------------------------------------------------------------
     # Hot path.
 
@@ -203,6 +224,17 @@ class MotionCommand:
             self.frame.copy_(torch.where(self.at_end, frame, self.frame))
         self._load_reference(self.clip, self.frame, None)
         self._relative_targets()
+        self._add_tracking_metrics()
+
+    def _add_tracking_metrics(self) -> None:
+        """This step's errors, means over rows (and tracked bodies), into the stats' step sums."""
+        robot_pos = self.robot_body_pos_w
+        metrics = self._metrics
+        metrics["body_pos_error_m"].add_(torch.linalg.vector_norm(self.body_pos_w - robot_pos, dim=-1).mean())
+        relative = torch.linalg.vector_norm(self.body_pos_relative_w - robot_pos, dim=-1).mean()
+        metrics["body_pos_error_anchored_m"].add_(relative)
+        metrics["body_ori_error_rad"].add_(quat_error_magnitude(self.body_quat_relative_w, self.robot_body_quat_w).mean())
+        metrics["joint_pos_error_rad"].add_((self.joint_pos - self._robot.joint_pos).abs().mean())
 
     def reset(self, env_ids: torch.Tensor) -> None:
         """Start the listed rows (padded with num_envs) at sampled frames; stage their state."""
@@ -218,12 +250,19 @@ class MotionCommand:
         ref = self._load_reference(clip, frame, env_ids)
         self._stage_state(ref, rows)
 
-    def tracking_errors(self) -> dict[str, float]:
-        """Mean position error of each tracked body (m) and of the anchor (host sync: play/eval only)."""
+    def reference_qpos(self, env_id: int) -> torch.Tensor:
+        """Row ``env_id``'s current reference pose as a model ``qpos`` ``(7 + J,)``: root position,
+        root quaternion (wxyz), joint positions in the robot's order (cold path, for drawing it)."""
+        rows = slice(env_id, env_id + 1)
+        ref = self.library.gather(self.clip[rows], self.frame[rows])
+        return torch.cat([ref.root_pos[0], ref.root_quat[0], ref.joint_pos[0]])
+
+    def tracking_errors(self) -> dict[str, torch.Tensor]:
+        """Mean position error over rows of each tracked body and of the anchor (m), as 0-d
+        device tensors: no host sync, so a rollout can sum them and read the sums once."""
         errors = torch.linalg.vector_norm(self.body_pos_relative_w - self.robot_body_pos_w, dim=-1).mean(dim=0)
-        out = {f"body_pos_error/{name}": float(e) for name, e in zip(self.body_names, errors.tolist(), strict=True)}
-        anchor = torch.linalg.vector_norm(self.anchor_pos_w - self.robot_anchor_pos_w, dim=-1).mean()
-        out["anchor_pos_error"] = float(anchor)
+        out = {f"body_pos_error/{name}": errors[i] for i, name in enumerate(self.body_names)}
+        out["anchor_pos_error"] = torch.linalg.vector_norm(self.anchor_pos_w - self.robot_anchor_pos_w, dim=-1).mean()
         return out
 
     # ------------------------------------------------------------------------------------------

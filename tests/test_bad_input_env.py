@@ -1,0 +1,201 @@
+"""Bad input to the env (issue 11, cases 3, 4, 5 and the action-type case of 7): whatever the
+actions or the physics do, every batch stays finite and bounded; nonsense settings fail at build
+time with the key path and the value; grad-requiring actions leave no autograd history."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+
+from unilab_gpu.envs.make_env import make_env
+
+
+def _pendulum(num_envs: int = 4, overrides: list[str] = (), **kwargs):
+    kwargs.setdefault("compile", False)
+    kwargs.setdefault("announce", False)
+    return make_env("pendulum", num_envs=num_envs, overrides=["episode_length_s=100", *overrides], **kwargs)
+
+
+# -- case 3: huge finite actions; a finite blow-up of the physics state --
+
+
+@pytest.fixture(scope="module")
+def tracking_env():
+    return make_env("g1_tracking", num_envs=2, compile=False, announce=False, overrides=["events.push=null"])
+
+
+def _tracking_action_bounds(m: mujoco.MjModel) -> tuple[np.ndarray, np.ndarray]:
+    """Per actuator: the action range whose target default + scale * a spans the joint range
+    (scale = 0.25 effort / kp, BeyondMimic's), from the MuJoCo model alone."""
+    key = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_KEY, "stand")
+    low, high = [], []
+    for a in range(m.nu):
+        joint = m.actuator_trnid[a, 0]
+        scale = 0.25 * m.actuator_forcerange[a, 1] / m.actuator_gainprm[a, 0]
+        default = m.key_qpos[key, m.jnt_qposadr[joint]]
+        low.append((m.jnt_range[joint, 0] - default) / scale)
+        high.append((m.jnt_range[joint, 1] - default) / scale)
+    return np.array(low), np.array(high)
+
+
+BEYONDMIMIC_ACTIONS = ["actions.bounds=null", "actions.effort_scale=0.25"]
+"""The PPO action scale (what a PPO preset sets) instead of the task's joint-limit bounds."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scaling", ["joint_limits", "effort_scale"])
+def test_huge_finite_actions_give_finite_bounded_rewards_on_tracking(tracking_env, scaling):
+    if scaling == "joint_limits":  # the task's default: [-1, 1] spans the soft joint ranges
+        env = tracking_env
+        low, high = np.full(env.action_dim, -1.0), np.full(env.action_dim, 1.0)
+    else:
+        overrides = ["events.push=null", *BEYONDMIMIC_ACTIONS]
+        env = make_env("g1_tracking", num_envs=2, compile=False, announce=False, overrides=overrides)
+        low, high = _tracking_action_bounds(env.sim.mj_model)
+    env.reset()
+    n, a = env.num_envs, env.action_dim
+    rewards = []
+    for value in (1e6, 3e38, -3e38, 0.0, 0.0):
+        result = env.step(torch.full((n, a), value))
+        rewards.append(result.reward.clone())
+        last = env.action_manager.last_action.numpy()
+        expected = np.clip(np.full((n, a), value), low, high)
+        np.testing.assert_allclose(last, expected, rtol=1e-5, atol=1e-5)  # bounded by the joint limits
+    rewards = torch.stack(rewards)
+    assert torch.isfinite(rewards).all(), rewards
+    # Worst case per step: action rate (high - low)^2 summed, weight 0.1, and the joint-limit
+    # penalty of every joint at its bound; both well inside 20 at dt = 0.02 s.
+    assert rewards.abs().max() < 20.0, rewards
+    assert torch.isfinite(env.reward_manager.episode_sums).all()
+
+
+def test_finite_blow_up_of_the_state_is_terminated_reset_and_counted():
+    env = _pendulum()
+    env.reset()
+    env.sim.state.qvel[0] = 1e4  # finite, far outside the default envelope of 1000 rad/s
+    env.sim.state.qvel[1] = 500.0  # implausible for this pendulum, but inside the default bound
+    result = env.step(torch.zeros(4, 1))
+    assert result.terminated.tolist() == [True, False, False, False]
+    assert result.reward[0] == 0.0 and (result.reward[1:] < 0).all()
+    assert (result.final_obs["policy"][0] == 0).all()  # the blow-up is kept out of the learner's data
+    assert result.obs["policy"][0].abs().max() <= 1.0  # a fresh episode: |cos|, |sin| <= 1, |0.125 vel| <= 0.125
+    assert env.sim.state.qvel[0].abs() <= 1.0 + 1e-6  # reset to the random start range [-1, 1]
+    summary = env.stats.summary()
+    assert summary["episode/diverged_states"] == 1 and summary["episode/non_finite_states"] == 0
+    assert torch.isfinite(env.reward_manager.episode_sums).all()
+
+
+def test_divergence_envelope_is_configurable():
+    env = _pendulum(overrides=["divergence.max_qvel=100", "divergence.max_qpos=50"])
+    env.reset()
+    env.sim.state.qvel[1] = 500.0
+    env.sim.state.qpos[2] = 60.0  # 60 rad of winding: outside max_qpos
+    result = env.step(torch.zeros(4, 1))
+    assert result.terminated.tolist() == [False, True, True, False]
+    assert env.stats.summary()["episode/diverged_states"] == 2
+
+
+def test_health_counts_reach_summary_with_deferred_resets():
+    env = _pendulum(overrides=["reset_capacity=1"])
+    env.reset()
+    env.sim.state.qvel[:3] = 1e4  # three rows end at once; one reset per step
+    actions = torch.zeros(4, 1)
+    actions[3] = float("nan")
+    env.step(actions)
+    env.step(torch.zeros(4, 1))
+    env.step(torch.zeros(4, 1))
+    summary = env.stats.summary()
+    # Deferred: rows 1, 2 after the first step, row 2 after the second -> 3 row-steps.
+    assert summary["env/deferred_resets"] == 3 == int(env.reset_rows.deferred_count)
+    assert summary["episode/diverged_states"] == 3  # each row counted once, not once per waiting step
+    assert summary["env/non_finite_actions"] == 1
+    assert torch.isfinite(env.reward_manager.reward).all()
+
+
+def test_unbounded_action_dimensions_are_refused():
+    with pytest.raises(ValueError, match=r"actuators \['torque'\] have no joint limit or ctrlrange.*actions.clip"):
+        _pendulum(overrides=["actions.kind=joint_position", "actions.clip=null"])
+
+
+# -- case 4: actions that require grad --
+
+
+def _rss_bytes() -> int:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * 4096
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="needs Linux /proc")
+def test_grad_requiring_actions_leave_no_autograd_history():
+    env = _pendulum()
+    env.reset()
+    weight = torch.ones(1, requires_grad=True)
+
+    def run(steps: int) -> float:
+        start = time.perf_counter()
+        for _ in range(steps):
+            env.step(torch.zeros(4, 1) * weight)  # non-leaf, requires grad
+        return (time.perf_counter() - start) / steps
+
+    run(200)
+    rss_before = _rss_bytes()
+    early = run(200)
+    run(1200)
+    late = run(200)
+    growth = _rss_bytes() - rss_before
+    for name, buffer in env.persistent_buffers().items():
+        assert buffer.grad_fn is None and not buffer.requires_grad, name
+    assert weight.grad is None
+    assert growth < 4 * 2**20, f"memory grew by {growth / 2**20:.1f} MiB over 1600 steps"
+    assert late < 2.0 * early, (early, late)
+
+
+def test_numpy_actions_are_refused_with_the_type():
+    env = _pendulum()
+    env.reset()
+    with pytest.raises(TypeError, match="actions must be a torch.Tensor on cpu, got a numpy.ndarray"):
+        env.step(np.zeros((4, 1), dtype=np.float32))
+
+
+# -- case 5: nonsense settings fail at build time, naming the key path and the value --
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("episode_length_s=0", "'episode_length_s' must be > 0, got 0"),
+        ("episode_length_s=-2.5", "'episode_length_s' must be > 0, got -2.5"),
+        ("rewards.angle.weight=nan", "'rewards.angle.weight' must be a finite number, got nan"),
+        (
+            "actions.clip=[1.0,-1.0]",
+            "'actions.clip' must be [low, high] of finite numbers with low < high, got [1.0, -1.0]",
+        ),
+        ("decimation=0", "'decimation' must be >= 1, got 0"),
+        ("reset_capacity=-1", "'reset_capacity' must be >= 0 (0: automatic), got -1"),
+        ("divergence.max_qvel=0", "'divergence.max_qvel' must be a finite number > 0, got 0"),
+        ("actions.scale=0", "'actions.scale' must be a finite non-zero number, got 0"),
+        (
+            "events.random_start.params.position_range=[1.0,-1.0]",
+            "'events.random_start.params.position_range' must be [low, high] of finite numbers with low <= high",
+        ),
+        (
+            "+observations.policy.terms.velocity.clip=[5.0,-5.0]",
+            "'observations.policy.terms.velocity.clip' must be [low, high]",
+        ),
+        ("observations.policy.terms.velocity.scale=inf", "'observations.policy.terms.velocity.scale' must be a finite"),
+    ],
+)
+def test_nonsense_setting_fails_at_build_naming_key_and_value(override, message):
+    with pytest.raises(ValueError, match="env config: ") as info:
+        _pendulum(overrides=[override])
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_nan_in_a_nested_range_names_its_index():
+    env_overrides = ["commands.motion.params.pose_range=[[-0.05,0.05],[0.1,-0.1],[0,0],[0,0],[0,0],[0,0]]"]
+    with pytest.raises(ValueError, match=r"'commands.motion.params.pose_range\[1\]' must be \[low, high\]"):
+        make_env("g1_tracking", num_envs=2, compile=False, announce=False, overrides=env_overrides)

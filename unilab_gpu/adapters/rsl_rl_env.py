@@ -1,0 +1,91 @@
+"""A ``ManagerBasedRlEnv`` as an RSL-RL ``VecEnv`` (rsl-rl-lib 5.x).
+
+- Observations are a ``TensorDict`` of the env's groups (``policy``, and ``critic`` where the
+  task has it), batch size ``(num_envs,)``; the runner's ``obs_groups`` picks them by name.
+- ``dones`` are ``terminated | truncated``; ``extras["time_outs"]`` are the truncations, so
+  PPO bootstraps the value of a time-out (RSL-RL adds ``gamma * V(s)`` to its reward).
+- ``extras["log"]``: every ``episode_log_interval`` steps (the runner's ``num_steps_per_env``,
+  i.e. once per rollout), the means over the episodes that ended since the last report, as 0-d
+  device tensors under ``episode/...``, ``reward/<term>``, ``termination/<term>`` keys, which
+  RSL-RL's logger averages and writes as they are. The env's ``stats`` are cleared then.
+
+Nothing here reads a tensor back to the host: ``step`` adds copies and elementwise ops only.
+Returned tensors are copies (RSL-RL keeps the observation of one step while taking the next).
+The env resets ended rows itself; rows beyond ``reset_capacity`` reset a step or more later
+(see ``ResetRowCompactor``): size ``reset_capacity`` for the rate of episode ends.
+"""
+
+from __future__ import annotations
+
+import torch
+from rsl_rl.env import VecEnv
+from tensordict import TensorDict
+
+from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+
+
+class RslRlVecEnv(VecEnv):
+    """RSL-RL view of ``env`` (reset once here; the runner never calls ``reset``).
+
+    Args:
+      env: the env.
+      episode_log_interval: steps between ``extras["log"]`` reports (``None``: never, and the
+        env's ``stats`` are left to the caller).
+    """
+
+    def __init__(self, env: ManagerBasedRlEnv, episode_log_interval: int | None = 24) -> None:
+        self.env = env
+        self.num_envs = env.num_envs
+        self.num_actions = env.action_dim
+        self.max_episode_length = env.max_episode_length
+        self.device = env.device
+        self.cfg = env.cfg
+        self.episode_log_interval = episode_log_interval
+        self._steps = 0
+        self._obs = self._copy(env.reset())
+        env.stats.clear()
+
+    @property
+    def episode_length_buf(self) -> torch.Tensor:
+        """Steps since each row's episode started, ``(num_envs,)`` int64 (the env's own buffer)."""
+        return self.env.episode_length
+
+    @episode_length_buf.setter
+    def episode_length_buf(self, value: torch.Tensor) -> None:
+        # The runner's init_at_random_ep_len assigns a new tensor; the env keeps its buffer.
+        self.env.episode_length.copy_(value)
+
+    def get_observations(self) -> TensorDict:
+        return self._obs
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        result = self.env.step(actions)
+        self._obs = self._copy(result.obs)
+        extras: dict = {"time_outs": result.truncated.clone()}
+        self._steps += 1
+        if self.episode_log_interval is not None and self._steps % self.episode_log_interval == 0:
+            extras["log"] = episode_means(self.env)
+            self.env.stats.clear()
+        return self._obs, result.reward.clone(), result.terminated | result.truncated, extras
+
+    def _copy(self, groups: dict[str, torch.Tensor]) -> TensorDict:
+        return TensorDict({k: v.clone() for k, v in groups.items()}, batch_size=[self.num_envs], device=self.device)
+
+
+def episode_means(env: ManagerBasedRlEnv) -> dict[str, torch.Tensor]:
+    """``env.stats`` as per-episode means, 0-d device tensors (no host sync); the same keys as
+    ``EpisodeStats.summary``. With no ended episode the means read 0 and ``episode/count`` 0."""
+    s = env.stats
+    count = s.episodes.clamp(min=1.0)
+    out = {
+        "episode/count": s.episodes.clone(),
+        "episode/return": s.return_sum / count,
+        "episode/length": s.length_sum / count,
+        "episode/terminated_rate": s.terminated / count,
+        "episode/time_out_rate": s.truncated / count,
+    }
+    for i, name in enumerate(s.reward_terms):
+        out[f"reward/{name}"] = s.reward_term_sums[i] / count
+    for i, name in enumerate(s.termination_terms):
+        out[f"termination/{name}"] = s.termination_term_counts[i] / count
+    return out

@@ -1,0 +1,329 @@
+"""``unilab-doctor``: a self-check to run on your own machine before training.
+
+It answers, for this machine and install: does every task's step stay free of host syncs and
+host-to-device copies, does the training loop, and on a CUDA device: does the whole step
+capture as one CUDA graph, does the replay give the eager step's numbers (MJWarp's
+deterministic mode), does a replay never wait for the GPU, how fast is the captured step
+against physics alone, and where does its time go (CUDA events inside the graph). What a CPU
+cannot check is reported as ``skip`` with the reason. Prints a verdict table and writes JSON::
+
+    unilab-doctor                       # the default device (cuda if available)
+    unilab-doctor --device cpu --out doctor.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from unilab_gpu.cli.bench import write_json_atomic
+from unilab_gpu.envs.make_env import available_tasks, make_env
+from unilab_gpu.profiling.machine_info import machine_info
+from unilab_gpu.sim.capture import capture_unsupported_reason
+from unilab_gpu.sim.device import VERBOSE_ENV, resolve_device
+from unilab_gpu.utils.sync_audit import no_host_sync
+
+AUDIT_ENVS, AUDIT_STEPS = 4, 6
+"""Rows and steps of each task's step audit; episodes of 0.1 s make resets happen inside it."""
+
+REPLAY_STEPS = 100
+"""Steps of the replay-equals-eager comparison."""
+
+FALLBACK_TOLERANCE = 1e-5
+"""Largest |replay - eager| accepted in deterministic mode (same kernels, same order: 0 expected)."""
+
+
+@dataclass
+class Check:
+    """One line of the verdict: ``pass``, ``fail``, ``skip`` (could not be checked here) or ``info``."""
+
+    name: str
+    status: str
+    detail: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def _violations(audit) -> dict[str, Any]:
+    by_kind = {"host_sync": 0, "host_to_device": 0}
+    for violation in audit.violations:
+        by_kind[violation.kind] += 1
+    return {**by_kind, "first": [str(v) for v in audit.violations[:3]]}
+
+
+def _per_step(counts: dict[str, Any], steps: int) -> dict[str, Any]:
+    return {
+        "host_sync_ops_per_step": counts["host_sync"] / steps,
+        "host_to_device_copies_per_step": counts["host_to_device"] / steps,
+        "first_violations": counts["first"],
+    }
+
+
+def check_task_step(task: str, device: torch.device, overrides: Sequence[str] = ()) -> Check:
+    """The eager step (what the CUDA graph records) under the host-sync audit, resets included."""
+    env = make_env(
+        task,
+        num_envs=AUDIT_ENVS,
+        device=device,
+        overrides=["episode_length_s=0.1", *overrides],
+        compile=False,
+        capture=False,
+        announce=False,
+    )
+    actions = torch.zeros(env.num_envs, env.action_dim, device=env.device)
+    env.reset()
+    env.step(actions)  # first use records Warp's CPU graphs / loads modules outside the audit
+    with no_host_sync(record=True) as audit:
+        for _ in range(AUDIT_STEPS):
+            env.step(actions)
+    counts = _violations(audit)
+    resets = int(env.stats.episodes)
+    data = {**_per_step(counts, AUDIT_STEPS), "episodes_ended": resets}
+    clean = counts["host_sync"] == 0 and counts["host_to_device"] == 0
+    detail = (
+        f"{counts['host_sync']} host-sync ops, {counts['host_to_device']} host-to-device copies in {AUDIT_STEPS} "
+        f"steps ({resets} episode ends)"
+    )
+    return Check(f"step audit: {task}", "pass" if clean else "fail", detail, data)
+
+
+def check_training_loop(algo: str, device: torch.device) -> Check:
+    """Act, env step, replay add and updates of a tiny pendulum run under the host-sync audit."""
+    from unilab_gpu.rl.factory import TINY_CONFIGS, algo_config, make_agent
+    from unilab_gpu.rl.trainer import Trainer, TrainerSettings
+
+    env = make_env("pendulum", num_envs=4, device=device, compile=False, capture=False, announce=False)
+    cfg = algo_config({**TINY_CONFIGS[algo], "warmup_steps": 2}, compile=False)
+    agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
+    settings = TrainerSettings.from_algo(cfg, iterations=4, buffer_capacity_per_env=16, log_every=1000)
+    trainer = Trainer(env, agent, settings)
+    trainer.train()  # warm-up and the first updates outside the audit
+    iterations = 3
+    with no_host_sync(record=True) as audit:
+        for _ in range(iterations):
+            trainer.run_iteration()
+    counts = _violations(audit)
+    total = counts["host_sync"] + counts["host_to_device"]
+    data = {"per_iteration_syncs": total / iterations, "first_violations": counts["first"]}
+    detail = f"{total} host syncs / host-to-device copies in {iterations} iterations (act, step, replay, update)"
+    return Check(f"training loop audit: {algo}", "pass" if total == 0 else "fail", detail, data)
+
+
+def check_capture(task: str, num_envs: int, device: torch.device, compile: bool) -> tuple[Check, Any]:
+    """Whether the whole step captures (``capture=True`` raises with the reason if not)."""
+    start = time.perf_counter()
+    env = make_env(task, num_envs, device, compile=compile, capture=True, deterministic=True, announce=False)
+    env.reset()
+    seconds = time.perf_counter() - start
+    return Check("whole step captures", "pass", f"{task} x {num_envs}: captured in {seconds:.0f} s"), env
+
+
+def _rollout(env, actions: torch.Tensor) -> dict[str, torch.Tensor]:
+    rewards, ends, obs = [], [], []
+    for a in actions:
+        result = env.step(a)
+        rewards.append(result.reward.clone())
+        ends.append(result.terminated | result.truncated)
+        obs.append(result.obs["policy"].sum(dim=1))
+    return {"reward": torch.stack(rewards), "ended": torch.stack(ends).float(), "obs": torch.stack(obs)}
+
+
+def check_replay_equals_eager(task: str, num_envs: int, device: torch.device, compile: bool) -> Check:
+    """100 steps with resets, eager and replayed, in MJWarp's deterministic mode, same seed."""
+    generator = torch.Generator(device).manual_seed(0)
+    actions = None
+    runs = []
+    for capture in (False, True):
+        env = make_env(
+            task,
+            num_envs,
+            device,
+            overrides=["episode_length_s=1.0"],
+            seed=5,
+            compile=compile,
+            capture=capture,
+            deterministic=True,
+            announce=False,
+        )
+        env.reset()
+        if actions is None:  # its own generator: drawing it moves none of the env's random numbers
+            actions = 0.3 * torch.randn(REPLAY_STEPS, num_envs, env.action_dim, device=device, generator=generator)
+        runs.append(_rollout(env, actions))
+        del env
+    eager, replayed = runs
+    worst = {k: float((replayed[k] - eager[k]).abs().max()) for k in eager}
+    ok = all(v <= FALLBACK_TOLERANCE for v in worst.values())
+    ended = int(eager["ended"].sum())
+    detail = f"max |replay - eager| over {REPLAY_STEPS} steps ({ended} episode ends): " + ", ".join(
+        f"{k} {v:.2g}" for k, v in worst.items()
+    )
+    return Check("replay equals eager (deterministic)", "pass" if ok else "fail", detail, {"max_abs_diff": worst})
+
+
+def check_replay_does_not_wait(env) -> Check:
+    """The eager step under ``set_sync_debug_mode("error")``, then host vs device time of replays.
+
+    A replay that waited for the GPU (a sync outside torch's view, e.g. a Warp host loop) would
+    take as long on the host as on the device; an asynchronous one takes a launch.
+    """
+    actions = torch.zeros(env.num_envs, env.action_dim, device=env.device)
+    torch.cuda.synchronize(env.device)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            env.set_actions(actions)
+            env.run_step_body()  # the code the graph recorded, eagerly: torch syncs raise here
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    steps = 50
+    stream = torch.cuda.current_stream(env.device)
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize(env.device)
+    begin.record(stream)
+    host_start = time.perf_counter()
+    for _ in range(steps):
+        env.step(actions)
+    host_ms = (time.perf_counter() - host_start) * 1e3 / steps
+    end.record(stream)
+    torch.cuda.synchronize(env.device)
+    device_ms = begin.elapsed_time(end) / steps
+    ok = host_ms < max(0.5 * device_ms, 0.2)
+    detail = f"eager step ran under sync debug 'error'; replay: host {host_ms:.3f} ms vs device {device_ms:.3f} ms"
+    return Check(
+        "no host sync during replay", "pass" if ok else "fail", detail, {"host_ms": host_ms, "device_ms": device_ms}
+    )
+
+
+def check_throughput(task: str, num_envs: int, device: torch.device, compile: bool, capture: bool) -> Check:
+    """Captured (or eager) step vs physics alone in one run, and the per-phase split."""
+    from unilab_gpu.profiling.env_bench import bench_env
+
+    bench = bench_env(task, num_envs, str(device), steps=60, warmup=5, window=10, compile=compile, capture=capture)
+    row = bench.row
+    phases = ", ".join(f"{k} {v:.2f}" for k, v in row["phases_ms"].items())
+    physics_steps_per_s = num_envs / (row["physics_only_ms"] / 1e3)
+    detail = (
+        f"{task} x {num_envs}: {row['env_steps_per_s']:,.0f} env-steps/s vs physics only {physics_steps_per_s:,.0f} "
+        f"(x{row['overhead_ratio']:.2f}); phases ms: {phases}"
+    )
+    return Check("throughput and phases", "info", detail, {**row, "physics_only_env_steps_per_s": physics_steps_per_s})
+
+
+def _guarded(name: str, run: Callable[[], Check]) -> Check:
+    try:
+        return run()
+    except Exception as error:  # a check that crashes is a failed check, and the others still run
+        where = traceback.extract_tb(error.__traceback__)[-1]
+        return Check(name, "fail", f"{type(error).__name__}: {error} (at {Path(where.filename).name}:{where.lineno})")
+
+
+def run_checks(device: torch.device, tasks: Sequence[str], num_envs: int, compile: bool) -> list[Check]:
+    """Every check that this device can run, in order; the rest as ``skip`` with the reason."""
+    checks = [
+        _guarded(f"step audit: {task}", lambda task=task: check_task_step(task, device)) for task in _progress(tasks)
+    ]
+    checks += [
+        _guarded(f"training loop audit: {a}", lambda a=a: check_training_loop(a, device)) for a in ("sac", "flashsac")
+    ]
+    cuda_checks = ("whole step captures", "replay equals eager (deterministic)", "no host sync during replay")
+    if device.type != "cuda":
+        reason = "not checked: no CUDA device (run unilab-doctor on the GPU machine)"
+        checks += [Check(name, "skip", reason) for name in cuda_checks]
+        checks.append(
+            _guarded("throughput and phases", lambda: check_throughput("g1_tracking", 16, device, False, False))
+        )
+        return checks
+    if (reason := capture_unsupported_reason(device)) is not None:
+        checks += [Check(name, "fail", reason) for name in cuda_checks]
+        return checks
+    captured: list[Any] = []
+
+    def capture() -> Check:
+        check, env = check_capture("g1_tracking", num_envs, device, compile)
+        captured.append(env)
+        return check
+
+    checks.append(_guarded("whole step captures", capture))
+    checks.append(
+        _guarded(cuda_checks[1], lambda: check_replay_equals_eager("g1_tracking", min(num_envs, 1024), device, compile))
+    )
+    if captured:
+        checks.append(_guarded(cuda_checks[2], lambda: check_replay_does_not_wait(captured[0])))
+        captured.clear()
+    else:
+        checks.append(Check(cuda_checks[2], "skip", "not checked: the step did not capture"))
+    checks.append(
+        _guarded("throughput and phases", lambda: check_throughput("g1_tracking", num_envs, device, compile, True))
+    )
+    return checks
+
+
+def _progress(tasks: Sequence[str]):
+    for i, task in enumerate(tasks):
+        print(f"unilab-doctor: [{i + 1}/{len(tasks)}] auditing the {task} step ...", flush=True)
+        yield task
+
+
+def report(device: torch.device, checks: list[Check], seconds: float) -> dict[str, Any]:
+    failed = [c.name for c in checks if c.status == "fail"]
+    return {
+        "tool": "unilab-doctor",
+        "verdict": "fail" if failed else "pass",
+        "failed": failed,
+        "device": str(device),
+        "seconds": seconds,
+        "machine": machine_info(str(device)),
+        "checks": [asdict(c) for c in checks],
+    }
+
+
+def table(checks: list[Check]) -> str:
+    width = max(len(c.name) for c in checks)
+    return "\n".join(f"{c.status.upper():5}  {c.name:<{width}}  {c.detail}" for c in checks)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Check this machine: host syncs, CUDA capture, replay, speed.")
+    parser.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda or cuda:N")
+    parser.add_argument("--out", default="doctor.json", help="JSON report (default: doctor.json)")
+    parser.add_argument("--num-envs", type=int, default=4096, help="envs of the capture and throughput checks (CUDA)")
+    parser.add_argument("--tasks", nargs="*", default=None, help="tasks to audit (default: all)")
+    parser.add_argument("--no-compile", action="store_true", help="CUDA checks without torch.compile (faster start)")
+    parser.add_argument("--verbose", action="store_true", help="show Warp's log lines (module loads)")
+    args = parser.parse_args(argv)
+    if args.verbose:
+        os.environ[VERBOSE_ENV] = "1"
+    try:
+        device = resolve_device(args.device)
+    except ValueError as error:
+        raise SystemExit(f"--device: {error}") from None
+    tasks = args.tasks if args.tasks else available_tasks()
+    unknown = sorted(set(tasks) - set(available_tasks()))
+    if unknown:
+        raise SystemExit(f"--tasks: unknown {unknown}; available: {available_tasks()}")
+    if args.num_envs < 1:
+        raise SystemExit(f"--num-envs must be >= 1, got {args.num_envs}")
+    out = Path(args.out)
+    if not out.parent.exists():
+        raise SystemExit(f"--out: folder {out.parent} does not exist")
+    print(f"unilab-doctor: {platform.node()} on {device}, torch {torch.__version__}", flush=True)
+    start = time.perf_counter()
+    checks = run_checks(device, tasks, args.num_envs, compile=device.type == "cuda" and not args.no_compile)
+    result = report(device, checks, time.perf_counter() - start)
+    write_json_atomic(out, result)
+    print(table(checks))
+    print(f"unilab-doctor: {result['verdict'].upper()} in {result['seconds']:.0f} s; report written to {out}")
+    return 0 if result["verdict"] == "pass" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

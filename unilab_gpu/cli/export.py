@@ -1,0 +1,43 @@
+"""``unilab-export``: write a trained policy as ONNX for deployment.
+
+Usage::
+
+    unilab-export RUN_DIR_OR_CHECKPOINT [--out policy.onnx]
+
+Writes the deterministic actor with its observation normaliser folded in; input ``obs`` (the
+``policy`` observation group), output ``actions``; deployment metadata (joint names in action
+order, default joint positions, action scale/offset/bounds, PD gains, control dt, observation
+layout, task and motion) in the file's metadata (see docs/export.md). Default output:
+``RUN_DIR/policy.onnx``. Needs ``pip install "unilab-gpu[export]"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from unilab_gpu.rl.checkpoint import CheckpointError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="unilab-export", description=__doc__.split("\n")[0])
+    parser.add_argument("checkpoint", help="run folder (uses its checkpoint.pt) or checkpoint file")
+    parser.add_argument("--out", default=None, help="ONNX file to write (default: RUN_DIR/policy.onnx)")
+    args = parser.parse_args(argv)
+    try:
+        from unilab_gpu.export.export_run import export_checkpoint
+
+        path = export_checkpoint(args.checkpoint, args.out)
+    except ModuleNotFoundError as error:
+        print(f"unilab-export: error: {error.name} is missing; pip install 'unilab-gpu[export]'", file=sys.stderr)
+        return 2
+    except (CheckpointError, ValueError, KeyError) as error:
+        print(f"unilab-export: error: {error}", file=sys.stderr)
+        return 2
+    print(f"unilab-export: wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""Export a trained run's policy: from a live env and agent, or from a checkpoint."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+from unilab_gpu.export.metadata import deployment_metadata
+from unilab_gpu.export.onnx_policy import POLICY_FILE, write_onnx
+from unilab_gpu.export.policy import deterministic_policy
+from unilab_gpu.rl.checkpoint import load_checkpoint, resolve_checkpoint
+from unilab_gpu.rl.factory import agent_from_checkpoint
+
+
+def export_agent(
+    env: ManagerBasedRlEnv, agent, task: str, algo: str, path: str | os.PathLike, env_overrides: Sequence[str] = ()
+) -> Path:
+    """Write ``agent``'s deterministic policy for ``env``'s ``policy`` group to ``path``
+    (``env`` was built from ``task`` with ``env_overrides``)."""
+    metadata = deployment_metadata(env, task, algo, list(env_overrides))
+    return write_onnx(deterministic_policy(agent), env.observation_dims["policy"], metadata, path)
+
+
+def export_checkpoint(checkpoint_path: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
+    """Export a run folder's (or a checkpoint file's) policy; default ``<run folder>/policy.onnx``.
+
+    The env is rebuilt on the CPU from the checkpoint's config (one world) for the metadata.
+    """
+    checkpoint = load_checkpoint(checkpoint_path)
+    cfg = checkpoint["config"]
+    env = make_env(cfg["task"], num_envs=1, device="cpu", overrides=cfg["env"]["overrides"], compile=False)
+    agent = agent_from_checkpoint(checkpoint, "cpu")
+    path = Path(out) if out is not None else resolve_checkpoint(checkpoint_path).parent / POLICY_FILE
+    return export_agent(env, agent, cfg["task"], cfg["algo"]["name"], path, cfg["env"]["overrides"])
+
+
+def export_after_training(env: ManagerBasedRlEnv, agent, cfg, run_dir: str | os.PathLike) -> str:
+    """Write ``<run_dir>/policy.onnx`` at the end of a run; returns one console line saying
+    where, or why not (the run itself has succeeded and its checkpoint is saved either way)."""
+    path = Path(run_dir) / POLICY_FILE
+    try:
+        export_agent(env, agent, cfg.task, cfg.algo.name, path, list(cfg.env.overrides))
+    except ModuleNotFoundError as error:
+        return f"export: skipped, {error.name} is not installed (pip install 'unilab-gpu[export]')"
+    except Exception as error:  # a failed export must not turn a finished run into a failed one
+        reason = " ".join(str(error).split())[:200]
+        return f"export: failed ({type(error).__name__}: {reason}); retry with: unilab-export {run_dir}"
+    return f"export: policy {path}"

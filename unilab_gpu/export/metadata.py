@@ -1,0 +1,102 @@
+"""What a robot-side runtime needs besides the network, read from a built env.
+
+The exported network maps the ``policy`` observation group to actions ``a`` (``(batch,
+action_dim)``); the robot turns them into targets as the env does (``ActionManager``)::
+
+    a = min(max(a, action_low), action_high)       # per action, as the env bounds it
+    scale = action_scale if a >= 0 else action_scale_negative   # equal unless bounds: joint_limits
+    target = action_offset + scale * a             # joint_position: offsets are default_joint_pos
+    target = min(max(target, action_bounds[:, 0]), action_bounds[:, 1])
+
+and, for ``joint_position`` actions, a PD law ``tau = stiffness * (target - q) - damping * qd``
+(MuJoCo position actuators with ``kp``/``kv``), clipped to ``effort_limit``; ``null`` in a bound
+or a limit means unbounded. The observation layout lists each term of the group with its column
+slice, history length, scale and clip, so the robot side can assemble the same vector
+(``[start, stop)`` columns, oldest history first).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mujoco
+
+from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+
+METADATA_VERSION = 1
+"""Stored as ``metadata_version``; bumped when a key changes meaning."""
+
+
+def deployment_metadata(
+    env: ManagerBasedRlEnv, task: str, algo: str, env_overrides: list[str], group: str = "policy"
+) -> dict[str, Any]:
+    """JSON-ready deployment metadata of ``env`` (built from ``task`` with the Hydra
+    ``env_overrides``) for a policy reading observation ``group``."""
+    m = env.sim.mj_model
+    actions = env.action_manager
+    actuators = actions.ctrl_cols.tolist()
+    joint_names = [env.sim.joint_names[int(m.actuator_trnid[a, 0])] for a in actuators]
+    joint_cols = env.robot.joint_ids(joint_names)
+    stiffness, damping, effort = [], [], []
+    for a in actuators:
+        is_position = int(m.actuator_biastype[a]) == int(mujoco.mjtBias.mjBIAS_AFFINE)
+        stiffness.append(float(-m.actuator_biasprm[a, 1]) if is_position else 0.0)
+        damping.append(float(-m.actuator_biasprm[a, 2]) if is_position else 0.0)
+        effort.append(float(m.actuator_forcerange[a, 1]) if m.actuator_forcelimited[a] else None)
+    obs_group = env.observation_manager.groups[group]
+    terms = [
+        {
+            "name": term.name,
+            "start": layout.group.start,
+            "stop": layout.group.stop,
+            "dim": layout.dim,
+            "history": layout.history,
+            "scale": cfg.scale,
+            "clip": cfg.clip,
+        }
+        for term, cfg, layout in zip(obs_group.terms, obs_group.cfgs, obs_group.layouts, strict=True)
+    ]
+    return {
+        "metadata_version": METADATA_VERSION,
+        "task": task,
+        "env_overrides": list(env_overrides),
+        "algo": algo,
+        "motion": _motion_name(env),
+        "observation_group": group,
+        "observation_dim": obs_group.dim,
+        "observation_terms": terms,
+        "action_dim": env.action_dim,
+        "action_kind": env.cfg.actions.kind,
+        "joint_names": joint_names,
+        "actuator_names": [env.sim.actuator_names[a] for a in actuators],
+        "default_joint_pos": env.robot.default_joint_pos[joint_cols].tolist(),
+        "action_scale": actions.scale.tolist(),
+        "action_scale_negative": actions.scale_negative.tolist(),
+        "action_offset": actions.offset.tolist(),
+        "action_low": actions.action_low.tolist(),
+        "action_high": actions.action_high.tolist(),
+        "action_bounds": [[_finite(lo), _finite(hi)] for lo, hi in actions.limits.tolist()],
+        "stiffness": stiffness,
+        "damping": damping,
+        "effort_limit": effort,
+        "control_dt": env.step_dt,
+        "physics_dt": env.physics_dt,
+        "decimation": env.cfg.decimation,
+    }
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no infinity: an unbounded side is ``null``."""
+    return value if abs(value) != float("inf") else None
+
+
+def _motion_name(env: ManagerBasedRlEnv) -> str | None:
+    """The reference motion of a tracking task: its files, or the built-in synthetic clip."""
+    command = env.cfg.commands.get("motion")
+    if command is None:
+        return None
+    params = command.params
+    if params.get("motion_files"):
+        return ",".join(str(f) for f in params["motion_files"])
+    synthetic = {k: params[k] for k in ("synthetic_seconds", "synthetic_seed") if k in params}
+    return "synthetic" + (f" {synthetic}" if synthetic else "")

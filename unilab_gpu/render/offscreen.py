@@ -1,0 +1,109 @@
+"""MuJoCo's offscreen renderer for one world, with an optional translucent "ghost" pose.
+
+The GL backend is ``MUJOCO_GL`` when set (``egl``, ``osmesa``, ``glfw``), else EGL on a machine
+without a display (``DISPLAY`` unset) and GLFW otherwise. EGL needs a GPU driver or Mesa's
+software rasteriser (Debian: ``libegl1 libegl-mesa0 libgl1-mesa-dri``); OSMesa needs
+``libosmesa6``. The backend is chosen here, not by ``mujoco.Renderer`` (which fixes it when
+``mujoco`` is first imported), so ``unilab-play --video`` works headless without setup.
+
+The ghost is a second copy of the model's dynamic geoms (the robot, not the floor) posed at
+another ``qpos``, drawn translucent: the reference motion of a tracking task.
+"""
+
+from __future__ import annotations
+
+import os
+
+import mujoco
+import numpy as np
+
+GHOST_RGBA = (0.2, 0.55, 1.0, 0.4)
+"""Colour of the ghost geoms (translucent blue)."""
+
+
+def gl_backend() -> str:
+    """The backend :class:`OffscreenRenderer` uses (see the module docstring)."""
+    chosen = os.environ.get("MUJOCO_GL", "").strip().lower()
+    if chosen:
+        return chosen
+    return "glfw" if os.environ.get("DISPLAY") else "egl"
+
+
+def _gl_context(width: int, height: int):
+    backend = gl_backend()
+    if backend == "egl":
+        from mujoco.egl import GLContext
+    elif backend == "osmesa":
+        from mujoco.osmesa import GLContext
+    elif backend == "glfw":
+        from mujoco.glfw import GLContext
+    else:
+        raise ValueError(f"MUJOCO_GL must be egl, osmesa or glfw, got {backend!r}")
+    context = GLContext(width, height)
+    context.make_current()
+    return context
+
+
+class OffscreenRenderer:
+    """Renders ``(height, width, 3)`` uint8 frames of a model from a camera tracking ``body``.
+
+    Args:
+      model: the MuJoCo model.
+      width, height: frame size (multiples of 16 keep MP4 encoders from rescaling).
+      body: body the camera follows (default: the first body under the world).
+      distance, azimuth, elevation: camera placement relative to the tracked body (m, degrees).
+    """
+
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        width: int = 640,
+        height: int = 480,
+        body: int = 1,
+        distance: float = 3.0,
+        azimuth: float = 135.0,
+        elevation: float = -15.0,
+    ) -> None:
+        self.model = model
+        self.width, self.height = width, height
+        # Offscreen buffer must hold the frame; the model's default is 640 x 480.
+        model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
+        model.vis.global_.offheight = max(model.vis.global_.offheight, height)
+        self._context = _gl_context(width, height)
+        self._mjr = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100)
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._mjr)
+        self._viewport = mujoco.MjrRect(0, 0, width, height)
+        self._scene = mujoco.MjvScene(model, maxgeom=2 * model.ngeom + 100)
+        self._option = mujoco.MjvOption()
+        self._perturb = mujoco.MjvPerturb()
+        self.camera = mujoco.MjvCamera()
+        self.camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+        self.camera.trackbodyid = body
+        self.camera.distance, self.camera.azimuth, self.camera.elevation = distance, azimuth, elevation
+        self._ghost = mujoco.MjData(model)
+        self._pixels = np.zeros((height, width, 3), dtype=np.uint8)
+
+    def render(self, data: mujoco.MjData, ghost_qpos: np.ndarray | None = None) -> np.ndarray:
+        """A new frame of ``data`` (forward kinematics already done), with the ghost at
+        ``ghost_qpos`` ``(nq,)`` when given."""
+        scene = self._scene
+        mujoco.mjv_updateScene(
+            self.model, data, self._option, self._perturb, self.camera, mujoco.mjtCatBit.mjCAT_ALL, scene
+        )
+        if ghost_qpos is not None:
+            self._ghost.qpos[:] = ghost_qpos
+            mujoco.mj_kinematics(self.model, self._ghost)
+            first = scene.ngeom
+            mujoco.mjv_addGeoms(
+                self.model, self._ghost, self._option, self._perturb, mujoco.mjtCatBit.mjCAT_DYNAMIC, scene
+            )
+            for i in range(first, scene.ngeom):
+                scene.geoms[i].rgba[:] = GHOST_RGBA
+                scene.geoms[i].segid = -1  # not selectable, not part of the robot
+        mujoco.mjr_render(self._viewport, scene, self._mjr)
+        mujoco.mjr_readPixels(self._pixels, None, self._viewport, self._mjr)
+        return np.flipud(self._pixels).copy()  # OpenGL's rows run bottom-up
+
+    def close(self) -> None:
+        self._mjr.free()
+        self._context.free()

@@ -1,0 +1,1 @@
+"""MJWarp worlds as torch tensors: the simulator, devices and streams, CUDA-graph capture."""

@@ -1,0 +1,131 @@
+"""Velocity-task reward terms (UniLab ``g1_walk_flat``): ``f(env, **params) -> (num_envs,)``."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import mujoco
+import torch
+
+from unilab_gpu.envs.mdp.observations import gravity_in_frame
+from unilab_gpu.tasks.velocity.observations import root_lin_vel_b
+
+if TYPE_CHECKING:
+    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+
+
+def track_lin_vel_xy_exp(env: ManagerBasedRlEnv, sigma: float, command_name: str = "twist") -> torch.Tensor:
+    """``exp(-||c_xy - v_xy||^2 / sigma)``, ``v`` the root velocity in the root frame."""
+    command = env.command_manager.get(command_name).command
+    error = torch.sum(torch.square(command[:, :2] - root_lin_vel_b(env)[:, :2]), dim=1)
+    return torch.exp(-error / sigma)
+
+
+def track_ang_vel_z_exp(env: ManagerBasedRlEnv, sigma: float, command_name: str = "twist") -> torch.Tensor:
+    """``exp(-(c_yaw - omega_z)^2 / sigma)``, ``omega`` the root angular velocity in the root frame."""
+    command = env.command_manager.get(command_name).command
+    error = torch.square(command[:, 2] - env.robot.root_ang_vel_b[:, 2])
+    return torch.exp(-error / sigma)
+
+
+def ang_vel_xy_l2(env: ManagerBasedRlEnv) -> torch.Tensor:
+    """``omega_x^2 + omega_y^2`` of the root (root frame): roll and pitch rates."""
+    return torch.sum(torch.square(env.robot.root_ang_vel_b[:, :2]), dim=1)
+
+
+def body_orientation_l2(env: ManagerBasedRlEnv, body_ids: torch.Tensor) -> torch.Tensor:
+    """``sum_b ||g_xy||^2``, ``g`` world gravity in each body's frame: 0 when the bodies are level."""
+    gravity = gravity_in_frame(env.sim.state.body_quat_w[:, body_ids])
+    return torch.sum(torch.square(gravity[..., :2]), dim=(1, 2))
+
+
+def feet_orientation_l2(env: ManagerBasedRlEnv, body_ids: torch.Tensor) -> torch.Tensor:
+    """``sum_b (q_x^2 + q_y^2)`` of the bodies' world quaternions: 0 for soles flat on the ground
+    (a pure yaw has ``q_x = q_y = 0``); ``sin^2(tilt / 2)`` for a tilt about a horizontal axis."""
+    quat = env.sim.state.body_quat_w[:, body_ids]
+    return torch.sum(torch.square(quat[..., 1:3]), dim=(1, 2))
+
+
+class WeightedPose:
+    """``sum_j w_j (q_j - q_default,j)^2`` with per-joint weights.
+
+    Args:
+      weights: joint-name regular expression -> weight; every joint must match exactly one entry
+        (UniLab: legs light, waist and arms heavy, so the legs are free to walk).
+    """
+
+    def __init__(self, env: ManagerBasedRlEnv, weights: dict[str, float]) -> None:
+        robot = env.robot
+        values: list[float | None] = [None] * robot.num_joints
+        for pattern, weight in weights.items():
+            for j in robot.joint_ids([pattern]):
+                if values[j] is not None:
+                    raise ValueError(f"WeightedPose weights: joint '{robot.joint_names[j]}' matches two patterns")
+                values[j] = float(weight)
+        missing = [robot.joint_names[j] for j, v in enumerate(values) if v is None]
+        if missing:
+            raise ValueError(f"WeightedPose weights: no weight for joints {missing}")
+        self.weights = torch.tensor(values, dtype=torch.float32, device=env.device)
+
+    def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
+        robot = env.robot
+        return torch.sum(self.weights * torch.square(robot.joint_pos - robot.default_joint_pos), dim=1)
+
+
+def swing_height_target(phase: torch.Tensor, swing_height: float) -> torch.Tensor:
+    """Foot height target over one gait cycle: rises from 0 to ``swing_height`` over the first half
+    and falls back over the second, along the cubic Bezier ``B(t) = 3t^2 - 2t^3``.
+
+    Args:
+      phase: ``(...)`` rad, any value (taken modulo ``2 pi``).
+    """
+    x = torch.remainder(phase, 2.0 * math.pi) / (2.0 * math.pi)
+    rise = (2.0 * x).clamp(max=1.0)
+    fall = (2.0 * x - 1.0).clamp(min=0.0)
+    up = swing_height * rise * rise * (3.0 - 2.0 * rise)
+    down = swing_height * (1.0 - fall * fall * (3.0 - 2.0 * fall))
+    return torch.where(x <= 0.5, up, down)
+
+
+class FeetPhase:
+    """``exp(-sum_f (h_f - h*_f)^2 / sigma)``: the feet follow the gait clock's swing heights.
+
+    ``h_f`` is the height of each foot site above its height in the default (keyframe) pose, so a
+    foot flat on the ground has ``h = 0`` whatever the site's offset from the sole. The left foot
+    (first site) follows the command's gait phase, the right one (second site) is half a cycle
+    behind.
+
+    Args:
+      site_names: the left and right foot sites.
+      swing_height: peak height of the target (m).
+      sigma: error scale (m^2).
+    """
+
+    def __init__(
+        self,
+        env: ManagerBasedRlEnv,
+        site_ids: torch.Tensor,
+        swing_height: float,
+        sigma: float,
+        command_name: str = "twist",
+    ) -> None:
+        if site_ids.shape != (2,):
+            raise ValueError(f"FeetPhase site_names must name two sites (left, right), got {site_ids.shape[0]}")
+        m = env.sim.mj_model
+        data = mujoco.MjData(m)
+        if env.cfg.sim.keyframe is not None:
+            mujoco.mj_resetDataKeyframe(m, data, m.key(env.cfg.sim.keyframe).id)
+        mujoco.mj_kinematics(m, data)
+        self.site_ids = site_ids
+        self.rest_height = torch.tensor(
+            data.site_xpos[site_ids.cpu().numpy(), 2], dtype=torch.float32, device=env.device
+        )
+        self.offsets = torch.tensor([0.0, math.pi], device=env.device)
+        self.swing_height, self.sigma, self.command_name = swing_height, sigma, command_name
+
+    def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
+        phase = env.command_manager.get(self.command_name).phase
+        target = swing_height_target(phase[:, None] + self.offsets, self.swing_height)
+        height = env.sim.state.site_pos_w[:, self.site_ids, 2] - self.rest_height
+        return torch.exp(-torch.sum(torch.square(height - target), dim=1) / self.sigma)

@@ -1,0 +1,147 @@
+"""The planar velocity command and the gait clock of the velocity task."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+
+from unilab_gpu.managers.row_buffers import rows_with_dummy
+from unilab_gpu.utils.rotations import quat_apply_inverse, yaw_quat
+
+if TYPE_CHECKING:
+    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+
+TWO_PI = 2.0 * math.pi
+
+
+class VelocityCommand:
+    """Per row: a base-frame command ``[v_x, v_y, omega_z]`` resampled on a timer, and a gait phase.
+
+    Every step (``update``, inside the env step) each row's timer runs down by ``step_dt``; rows
+    whose timer expired draw a new command and a new timer. All rows draw and ``torch.where``
+    keeps the expired ones, so the step has a static shape and reads nothing back to the host.
+
+    Draws are uniform in the ranges, then the **dead zone** commands standing still: a planar
+    velocity with ``||(v_x, v_y)|| < dead_zone`` becomes 0, and so does a yaw rate with
+    ``|omega_z| < dead_zone``. With ``heading_fraction > 0`` that fraction of draws (per row, at
+    each resample) is a heading target instead of a yaw rate; those rows get
+    ``omega_z = clip(heading_stiffness * wrap(heading - yaw), ang_vel_z_range)`` every step.
+    ``fixed`` replaces every draw by one constant command (for play and evaluation).
+
+    The gait phase ``phase`` (rad, ``[0, 2 pi)``) of the left foot advances by
+    ``2 pi * gait_frequency * step_dt`` per step; the right foot is half a cycle behind. It starts
+    at a uniform random value in each new episode.
+
+    Fields (``(num_envs, ...)`` views of storage with one dummy row for padded reset ids):
+    ``command`` ``(num_envs, 3)``, ``phase`` ``(num_envs,)``, ``time_left`` ``(num_envs,)`` s,
+    ``heading`` ``(num_envs,)`` rad, ``heading_rows`` ``(num_envs,)`` bool.
+    """
+
+    def __init__(
+        self,
+        env: ManagerBasedRlEnv,
+        lin_vel_x_range: list[float],
+        lin_vel_y_range: list[float],
+        ang_vel_z_range: list[float],
+        resampling_time_range: list[float],
+        dead_zone: float = 0.2,
+        gait_frequency: float = 1.5,
+        heading_fraction: float = 0.0,
+        heading_stiffness: float = 0.5,
+        fixed: list[float] | None = None,
+    ) -> None:
+        lo, hi = resampling_time_range
+        if not 0 < lo <= hi:
+            raise ValueError(
+                f"VelocityCommand: resampling_time_range must be [low, high] with 0 < low <= high, got {[lo, hi]}"
+            )
+        for name, value, expected, ok in (
+            ("dead_zone", dead_zone, ">= 0", dead_zone >= 0),
+            ("gait_frequency", gait_frequency, ">= 0", gait_frequency >= 0),
+            ("heading_fraction", heading_fraction, "in [0, 1]", 0 <= heading_fraction <= 1),
+        ):
+            if not ok:
+                raise ValueError(f"VelocityCommand: {name} must be {expected}, got {value}")
+        if fixed is not None and len(fixed) != 3:
+            raise ValueError(f"VelocityCommand: fixed must be [v_x, v_y, omega_z] or null, got {fixed!r}")
+        n, device = env.num_envs, env.device
+        self.num_envs = n
+        self.step_dt = env.step_dt
+        self.robot = env.robot
+        ranges = torch.tensor([lin_vel_x_range, lin_vel_y_range, ang_vel_z_range], dtype=torch.float32, device=device)
+        self.low, self.span = ranges[:, 0], ranges[:, 1] - ranges[:, 0]
+        self.time_low, self.time_span = resampling_time_range[0], resampling_time_range[1] - resampling_time_range[0]
+        self.dead_zone = dead_zone
+        self.phase_step = TWO_PI * gait_frequency * env.step_dt
+        self.heading_fraction = heading_fraction
+        self.heading_stiffness = heading_stiffness
+        self.fixed = None if fixed is None else torch.tensor(fixed, dtype=torch.float32, device=device)
+        self._command, self.command = rows_with_dummy(n, 3, device=device)
+        """``[v_x, v_y, omega_z]`` in the base (heading) frame, m/s and rad/s, ``(num_envs, 3)``."""
+        self._phase, self.phase = rows_with_dummy(n, device=device)
+        self._time_left, self.time_left = rows_with_dummy(n, device=device)
+        self._heading, self.heading = rows_with_dummy(n, device=device)
+        self._heading_rows, self.heading_rows = rows_with_dummy(n, dtype=torch.bool, device=device)
+
+    def draw(self, rows: int) -> torch.Tensor:
+        """``rows`` fresh commands ``(rows, 3)``, dead zone applied."""
+        if self.fixed is not None:
+            return self.fixed.expand(rows, 3)
+        raw = self.low + self.span * torch.rand(rows, 3, device=self.low.device)
+        moving = torch.linalg.vector_norm(raw[:, :2], dim=1, keepdim=True) >= self.dead_zone
+        turning = raw[:, 2:].abs() >= self.dead_zone
+        return torch.cat([raw[:, :2] * moving, raw[:, 2:] * turning], dim=1)
+
+    def update(self, env: ManagerBasedRlEnv) -> None:
+        """Advance the gait clock and the timers; resample the rows whose timer expired."""
+        self.phase.copy_(torch.remainder(self.phase + self.phase_step, TWO_PI))
+        self.time_left.sub_(self.step_dt)
+        due = self.time_left <= 0.0
+        n = self.num_envs
+        self.command.copy_(torch.where(due[:, None], self.draw(n), self.command))
+        self.time_left.copy_(torch.where(due, self._draw_time(n), self.time_left))
+        if self.heading_fraction > 0 and self.fixed is None:
+            heading, heading_rows = self._draw_heading(n)
+            self.heading.copy_(torch.where(due, heading, self.heading))
+            self.heading_rows.copy_(torch.where(due, heading_rows, self.heading_rows))
+            self._steer()
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        """New command, timer and gait phase for the rows starting an episode (padded ids)."""
+        k = env_ids.shape[0]
+        self._command.index_copy_(0, env_ids, self.draw(k))
+        self._time_left.index_copy_(0, env_ids, self._draw_time(k))
+        self._phase.index_copy_(0, env_ids, TWO_PI * torch.rand(k, device=self.low.device))
+        if self.heading_fraction > 0 and self.fixed is None:
+            heading, heading_rows = self._draw_heading(k)
+            self._heading.index_copy_(0, env_ids, heading)
+            self._heading_rows.index_copy_(0, env_ids, heading_rows)
+
+    def tracking_errors(self) -> dict[str, torch.Tensor]:
+        """Mean over rows of the planar velocity error ``||c_xy - v_xy||`` (m/s, ``v`` the root
+        velocity in the root frame) and of the yaw-rate error ``|c_z - omega_z|`` (rad/s), as 0-d
+        device tensors: no host sync, so a rollout can sum them and read the sums once."""
+        robot = self.robot
+        lin_vel_b = quat_apply_inverse(robot.root_quat_w, robot.root_lin_vel_w)
+        return {
+            "lin_vel_error": torch.linalg.vector_norm(self.command[:, :2] - lin_vel_b[:, :2], dim=1).mean(),
+            "yaw_rate_error": (self.command[:, 2] - robot.root_ang_vel_b[:, 2]).abs().mean(),
+        }
+
+    def _draw_time(self, rows: int) -> torch.Tensor:
+        return self.time_low + self.time_span * torch.rand(rows, device=self.low.device)
+
+    def _draw_heading(self, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+        device = self.low.device
+        heading = TWO_PI * torch.rand(rows, device=device) - math.pi
+        return heading, torch.rand(rows, device=device) < self.heading_fraction
+
+    def _steer(self) -> None:
+        q = yaw_quat(self.robot.root_quat_w)
+        yaw = 2.0 * torch.atan2(q[:, 3], q[:, 0])
+        error = torch.remainder(self.heading - yaw + math.pi, TWO_PI) - math.pi
+        low, high = self.low[2], self.low[2] + self.span[2]
+        rate = torch.maximum(torch.minimum(self.heading_stiffness * error, high), low)
+        self.command[:, 2] = torch.where(self.heading_rows, rate, self.command[:, 2])
