@@ -60,6 +60,42 @@ class CurveRecorder:
         self.inner.close()
 
 
+ERROR_HORIZON = 100
+"""Steps since an episode's start over which the tracking error is reported step by step."""
+
+
+class ErrorsSinceStart:
+    """Mean tracked-body position error (m, world frame) by steps since each episode's start.
+
+    Longer episodes have more time to drift from the reference, so a policy that survives three
+    times longer can show a larger mean error while tracking better at every age; comparing the
+    errors at the same episode ages separates the two.
+    """
+
+    def __init__(self, env, horizon: int = ERROR_HORIZON) -> None:
+        self.env, self.horizon = env, horizon
+        self.command = env.command_manager.get("motion")
+        self.sums = torch.zeros(horizon, dtype=torch.float64)
+        self.counts = torch.zeros(horizon, dtype=torch.float64)
+
+    def __call__(self, step: int) -> None:
+        cmd, age = self.command, self.env.episode_length.cpu()
+        error = torch.linalg.vector_norm(cmd.body_pos_w - cmd.robot_body_pos_w, dim=-1).mean(dim=-1).cpu()
+        keep = (age >= 1) & (age <= self.horizon)  # age 0: reset within this step, a new episode
+        self.sums.index_add_(0, age[keep] - 1, error[keep].double())
+        self.counts.index_add_(0, age[keep] - 1, torch.ones(int(keep.sum()), dtype=torch.float64))
+
+    def by_age(self) -> list[float | None]:
+        """Mean error after 1, 2, ... ``horizon`` steps of an episode (None: no episode that old)."""
+        return [float(s / c) if c > 0 else None for s, c in zip(self.sums, self.counts, strict=True)]
+
+
+def mean_over_first(by_age: list[float | None], steps: int) -> float | None:
+    """Mean of the per-age errors over ages 1..steps (ages no episode reached are skipped)."""
+    values = [v for v in by_age[:steps] if v is not None]
+    return sum(values) / len(values) if values else None
+
+
 def evaluation(task: str, env_overrides: list[str], agent, num_envs: int, device: str, seed: int) -> dict:
     """The deterministic policy on a fresh env: one full episode length of steps per env."""
     env = make_env(
@@ -72,10 +108,13 @@ def evaluation(task: str, env_overrides: list[str], agent, num_envs: int, device
         capture=False,
         announce=False,
     )
-    stats = evaluate(env, agent_policy(agent), env.max_episode_length)
+    errors = ErrorsSinceStart(env) if "motion" in env.command_manager.terms else None
+    stats = evaluate(env, agent_policy(agent), env.max_episode_length, on_step=errors)
     out = {"episode_length": stats["episode/length"], "episodes": stats["episode/count"]}
     if "tracking/body_pos_error_m" in stats:
         out["body_pos_error_m"] = stats["tracking/body_pos_error_m"]
+    if errors is not None:
+        out["body_pos_error_by_episode_step_m"] = errors.by_age()
     out["summary"] = stats
     return out
 
@@ -115,6 +154,12 @@ def run(args: argparse.Namespace) -> dict:
         train_seconds = time.perf_counter() - recorder.started
         recorder.close()
         trained = evaluation(args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1)
+    if "body_pos_error_by_episode_step_m" in untrained:
+        # Both policies' errors over the same episode ages: the untrained policy's mean length.
+        ages = max(1, round(untrained["episode_length"]))
+        for result in (untrained, trained):
+            result["body_pos_error_first_steps_m"] = mean_over_first(result["body_pos_error_by_episode_step_m"], ages)
+            result["first_steps"] = ages
     return {
         "benchmark": "learning_curve",
         "command": "python scripts/learning_curve.py " + shlex.join(args.argv),
@@ -141,9 +186,20 @@ def plot(report: dict, path: Path) -> None:
 
     keys = [k for k in ("episode/length", "tracking/body_pos_error_m", "train/reward_mean") if report["curve"]]
     keys = [k for k in keys if any(k in row for row in report["curve"])]
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
+    by_age = "body_pos_error_by_episode_step_m"
+    panels = len(keys) + (by_age in report["trained"])
+    fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.4), squeeze=False)
+    if by_age in report["trained"]:
+        ax = axes[0][-1]
+        for name, style in (("untrained", "--"), ("trained", "-")):
+            errors = report[name][by_age]
+            ages = [i + 1 for i, e in enumerate(errors) if e is not None]
+            ax.plot(ages, [e for e in errors if e is not None], style, label=f"{name} (eval)")
+        ax.set_xlabel("steps since the episode's start")
+        ax.set_title("body position error (m) by episode age")
+        ax.legend(fontsize=7)
     baseline = {"episode/length": "episode_length", "tracking/body_pos_error_m": "body_pos_error_m"}
-    for ax, key in zip(axes[0], keys, strict=True):
+    for ax, key in zip(axes[0][: len(keys)], keys, strict=True):
         rows = [row for row in report["curve"] if key in row]
         ax.plot([r["env_steps"] for r in rows], [r[key] for r in rows], label="training episodes")
         if key in baseline and baseline[key] in report["untrained"]:
@@ -193,6 +249,12 @@ def main(argv: list[str] | None = None) -> dict:
         + (
             f", body position error {u['body_pos_error_m']:.3f} -> {t['body_pos_error_m']:.3f} m"
             if "body_pos_error_m" in t
+            else ""
+        )
+        + (
+            f" (first {t['first_steps']} steps of episodes: {u['body_pos_error_first_steps_m']:.3f} -> "
+            f"{t['body_pos_error_first_steps_m']:.3f} m)"
+            if "first_steps" in t
             else ""
         )
         + f"; {args.out}"

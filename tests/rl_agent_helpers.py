@@ -54,3 +54,15 @@ def train_bandit(agent, steps: int, updates_per_step: int, num_envs: int = 64, b
         if step >= 2:
             for _ in range(updates_per_step):
                 agent.update(replay.sample(batch_size, generator=gen))
+
+
+TINY_FLASHSAC_OVERRIDES = [
+    "algo.warmup_steps=2",
+    "algo.batch_size=8",
+    "algo.actor_hidden_dim=8",
+    "algo.critic_hidden_dim=8",
+    "algo.actor_num_blocks=1",
+    "algo.critic_num_blocks=1",
+    "algo.num_atoms=11",
+]
+"""``unilab-train`` overrides of the smallest FlashSAC, for runs that test the tooling around training."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from rl_agent_helpers import TINY_FLASHSAC_OVERRIDES
 
 from unilab_gpu.cli.play import main
 from unilab_gpu.cli.train import main as train_main
@@ -23,13 +24,7 @@ def run_dir(tmp_path_factory):
         "total_env_steps=16",
         "progress=lines",
         f"run_dir={path}",
-        "algo.warmup_steps=2",
-        "algo.batch_size=8",
-        "algo.actor_hidden_dim=8",
-        "algo.critic_hidden_dim=8",
-        "algo.actor_num_blocks=1",
-        "algo.critic_num_blocks=1",
-        "algo.num_atoms=11",
+        *TINY_FLASHSAC_OVERRIDES,
     ]
     assert train_main(args) == 0
     return path

@@ -128,3 +128,21 @@ def test_a_presets_task_overrides_lead_the_runs_env_overrides():
     assert list(compose_train_config(["algo=sac", "task=g1_tracking"]).env.overrides) == []
     env = make_env("g1_tracking", num_envs=2, compile=False, announce=False, overrides=list(cfg.env.overrides))
     assert env.cfg.actions.bounds is None and env.cfg.actions.effort_scale == 0.5
+
+
+def test_a_preset_schedule_of_zero_decays_over_the_whole_run():
+    from unilab_gpu.cli.train import compose_train_config, make_trainer, resolve_auto
+    from unilab_gpu.envs.make_env import make_env
+
+    tiny = [
+        "algo.actor_hidden_dim=8",
+        "algo.critic_hidden_dim=8",
+        "algo.actor_num_blocks=1",
+        "algo.critic_num_blocks=1",
+    ]
+    overrides = ["algo=flashsac", "task=pendulum", "env.num_envs=4", "total_env_steps=400", *tiny]
+    cfg = resolve_auto(compose_train_config([*overrides, "algo.learning_rate_decay_steps=0", "algo.warmup_steps=10"]))
+    env = make_env("pendulum", num_envs=4, compile=False, announce=False)
+    trainer = make_trainer(env, cfg, seed=0)
+    # 100 iterations; updates from iteration 10 on, updates_per_step of the preset each.
+    assert trainer.agent.schedule.total_steps == (100 - 10 + 1) * cfg.algo.updates_per_step

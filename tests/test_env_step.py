@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.envs.make_env import list_tasks, make_env
 from unilab_gpu.utils.sync_audit import no_host_sync
 
 FORCED = ["+terminations.forced={func: env_test_terms.ForcedEnd}"]
@@ -23,8 +23,9 @@ def _forced(env):
     return env.termination_manager.terms[env.termination_manager.term_names.index("forced")].instance
 
 
-@pytest.mark.parametrize("task", ["pendulum", "g1_stand", "g1_tracking"])
+@pytest.mark.parametrize("task", list_tasks())
 def test_step_and_reset_never_sync_the_host(task: str) -> None:
+    """Every task's step and reset: no host sync, no host-to-device copy (``no_host_sync``)."""
     env = make_env(task, num_envs=4, compile=False, overrides=["episode_length_s=0.2"])
     actions = torch.zeros(4, env.action_dim)
     with no_host_sync():

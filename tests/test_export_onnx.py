@@ -14,6 +14,8 @@ import torch
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
+from rl_agent_helpers import TINY_FLASHSAC_OVERRIDES  # noqa: E402
+
 from unilab_gpu.cli.export import main as export_main  # noqa: E402
 from unilab_gpu.cli.play import main as play_main  # noqa: E402
 from unilab_gpu.cli.train import main as train_main  # noqa: E402
@@ -28,15 +30,7 @@ from unilab_gpu.rl.evaluate import agent_policy, evaluate  # noqa: E402
 from unilab_gpu.rl.factory import agent_from_checkpoint  # noqa: E402
 from unilab_gpu.rl.sac import SacAgent  # noqa: E402
 
-TINY_FLASHSAC = [
-    "algo.warmup_steps=2",
-    "algo.batch_size=8",
-    "algo.actor_hidden_dim=8",
-    "algo.critic_hidden_dim=8",
-    "algo.actor_num_blocks=1",
-    "algo.critic_num_blocks=1",
-    "algo.num_atoms=11",
-]
+TINY_FLASHSAC = TINY_FLASHSAC_OVERRIDES
 
 
 @pytest.fixture(scope="module")

@@ -89,10 +89,7 @@ def _robot_geoms(m: mujoco.MjModel) -> list[int]:
 
 
 def _foot_geoms(m: mujoco.MjModel) -> list[int]:
-    foot_bodies = {
-        mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, f"{s}_ankle_roll_link")
-        for s in ("left", "right")
-    }
+    foot_bodies = {mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, f"{s}_ankle_roll_link") for s in ("left", "right")}
     return [g for g in _robot_geoms(m) if m.geom_bodyid[g] in foot_bodies]
 
 
@@ -164,9 +161,7 @@ def test_figures_match_reference(model: mujoco.MjModel, reference: mujoco.MjMode
         sign = 1.0 if np.dot(iquat, ref_iquat) >= 0 else -1.0
         np.testing.assert_allclose(iquat, sign * ref_iquat, atol=1e-9, err_msg=name)
         np.testing.assert_allclose(model.body_inertia[b], reference.body_inertia[r], rtol=1e-9, err_msg=name)
-    assert mujoco.mj_getTotalmass(model) == pytest.approx(
-        sum(reference.body(n).mass[0] for n in BODY_NAMES), abs=1e-9
-    )
+    assert mujoco.mj_getTotalmass(model) == pytest.approx(sum(reference.body(n).mass[0] for n in BODY_NAMES), abs=1e-9)
     for name in JOINT_NAMES:
         j = model.joint(name).id
         r = reference.joint(name).id

@@ -169,3 +169,18 @@ def test_state_dict_round_trip():
     got = clone.update(batch)
     for key in expected:
         torch.testing.assert_close(got[key], expected[key], msg=key)
+
+
+def test_an_ended_episode_ends_its_held_exploration_noise():
+    agent = _make()
+    obs = torch.randn(agent.num_envs, 5)
+    agent.act(obs)  # draws noise held for 1..16 steps per row
+    held = agent.noise.noise.clone()
+    terminated = torch.tensor([True, False, False, False])[: agent.num_envs]
+    truncated = torch.tensor([False, False, True, False])[: agent.num_envs]
+    agent.noise.remaining.fill_(5)  # every row would keep its draw for 5 more steps
+    agent.observe_reward(torch.zeros(agent.num_envs), terminated, truncated)
+    assert agent.noise.remaining.tolist() == [0, 5, 0, 5][: agent.num_envs]
+    agent.act(obs)
+    redrawn = (agent.noise.noise != held).any(dim=1)
+    assert redrawn.tolist() == [True, False, True, False][: agent.num_envs]

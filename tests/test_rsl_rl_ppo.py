@@ -61,6 +61,27 @@ def test_vec_env_contract_around_an_episode_end() -> None:
     assert env.episode_length.tolist() == [2] * N  # the runner's random start lengths reach the env
 
 
+def test_steps_past_an_end_are_dones_so_returns_never_join_episodes() -> None:
+    """Every row ends at once with room for one reset per step: the deferred rows' steps until
+    their reset are reported done (no reward), so GAE stops at each of them."""
+    overrides = ["reset_capacity=1", "randomize_initial_episode_length=false", "episode_length_s=0.5"]
+    env = make_env("pendulum", num_envs=4, compile=False, announce=False, overrides=overrides)
+    vec = RslRlVecEnv(env, episode_log_interval=None)
+    actions = torch.zeros(4, 1)
+    dones = []
+    for _ in range(env.max_episode_length + 3):
+        _, reward, done, _ = vec.step(actions)
+        valid = env.transition_valid.clone()
+        assert (reward[~valid] == 0).all()
+        dones.append((done.clone(), valid))
+    ended_at = env.max_episode_length - 1  # every row times out at this step
+    assert dones[ended_at][0].all() and dones[ended_at][1].all()
+    # One row is reset per step: the other three wait, and each waiting step is a done.
+    for k in range(1, 4):
+        done, valid = dones[ended_at + k]
+        assert int((~valid).sum()) == 4 - k and (done | valid).all()
+
+
 def test_vec_env_observations_are_copies_and_step_is_sync_free() -> None:
     env = make_env("pendulum", N, "cpu", compile=False)
     vec = RslRlVecEnv(env)

@@ -295,7 +295,8 @@ def test_command_update_and_curriculum_compiled_equal_eager(env) -> None:
     for b, s in zip(buffers, start, strict=True):
         b.copy_(s)
     torch.set_rng_state(rng)
-    torch.compile(phase_fn, fullgraph=True, dynamic=False)()
+    # As the env compiles its phases: Inductor's fallback_random draws the eager random numbers.
+    torch.compile(phase_fn, fullgraph=True, dynamic=False, options={"fallback_random": True})()
     for name, got, want in zip(["command", "phase", "time", "scale", "mean", "weights"], buffers, eager, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6, msg=name)
 

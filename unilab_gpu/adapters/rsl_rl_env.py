@@ -2,8 +2,9 @@
 
 - Observations are a ``TensorDict`` of the env's groups (``policy``, and ``critic`` where the
   task has it), batch size ``(num_envs,)``; the runner's ``obs_groups`` picks them by name.
-- ``dones`` are ``terminated | truncated``; ``extras["time_outs"]`` are the truncations, so
-  PPO bootstraps the value of a time-out (RSL-RL adds ``gamma * V(s)`` to its reward).
+- ``dones`` are ``terminated | truncated`` (and steps past an end, below);
+  ``extras["time_outs"]`` are the truncations, so PPO bootstraps the value of a time-out
+  (RSL-RL adds ``gamma * V(s)`` to its reward).
 - ``extras["log"]``: every ``episode_log_interval`` steps (the runner's ``num_steps_per_env``,
   i.e. once per rollout), the means over the episodes that ended since the last report, as 0-d
   device tensors under ``episode/...``, ``reward/<term>``, ``termination/<term>`` keys, which
@@ -12,7 +13,9 @@
 Nothing here reads a tensor back to the host: ``step`` adds copies and elementwise ops only.
 Returned tensors are copies (RSL-RL keeps the observation of one step while taking the next).
 The env resets ended rows itself; rows beyond ``reset_capacity`` reset a step or more later
-(see ``ResetRowCompactor``): size ``reset_capacity`` for the rate of episode ends.
+(see ``ResetRowCompactor``): size ``reset_capacity`` for the rate of episode ends. Until then
+such a row's steps belong to no episode (``StepResult.valid`` False, reward 0); they are
+reported as ``dones`` too, so PPO's returns and GAE never run from one episode into the next.
 """
 
 from __future__ import annotations
@@ -66,7 +69,8 @@ class RslRlVecEnv(VecEnv):
         if self.episode_log_interval is not None and self._steps % self.episode_log_interval == 0:
             extras["log"] = episode_means(self.env)
             self.env.stats.clear()
-        return self._obs, result.reward.clone(), result.terminated | result.truncated, extras
+        dones = result.terminated | result.truncated | ~result.valid
+        return self._obs, result.reward.clone(), dones, extras
 
     def _copy(self, groups: dict[str, torch.Tensor]) -> TensorDict:
         return TensorDict({k: v.clone() for k, v in groups.items()}, batch_size=[self.num_envs], device=self.device)

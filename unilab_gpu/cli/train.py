@@ -18,6 +18,7 @@ exits with status 130; a second Ctrl-C stops at once.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import signal
 import sys
@@ -38,6 +39,7 @@ from unilab_gpu.cli.train_checks import check_train_config
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.paths import CONFIGS_DIR
 from unilab_gpu.rl.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, save_checkpoint, write_atomic
+from unilab_gpu.rl.config import run_updates
 from unilab_gpu.rl.factory import algo_config, make_agent
 from unilab_gpu.rl.logger import TrainLogger
 from unilab_gpu.rl.progress import Progress
@@ -210,10 +212,16 @@ def make_trainer(env, cfg: DictConfig, seed: int) -> Trainer:
             checkpoint_every=cfg.checkpoint_every,
         )
     agent_cfg = algo_config(algo_values, compile=cfg.compile)  # type: ignore[arg-type]
+    iterations = max(1, math.ceil(cfg.total_env_steps / env.num_envs))
+    if agent_cfg.learning_rate_decay_steps == 0:
+        # The preset's "decay over the whole run": this run's update count, written into the run's
+        # config (and so its checkpoint) so that play, export and a resume build the same schedule.
+        agent_cfg = dataclasses.replace(agent_cfg, learning_rate_decay_steps=run_updates(agent_cfg, iterations))
+        cfg.algo.learning_rate_decay_steps = agent_cfg.learning_rate_decay_steps
     agent = make_agent(agent_cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
     settings = TrainerSettings.from_algo(
         agent_cfg,
-        iterations=max(1, math.ceil(cfg.total_env_steps / env.num_envs)),
+        iterations=iterations,
         log_every=cfg.log_every,
         checkpoint_every=cfg.checkpoint_every,
         seed=seed,

@@ -18,8 +18,6 @@ from unilab_gpu.paths import CONFIGS_DIR
 SCHEMA_NAME = "env_cfg_schema"
 """Task YAMLs list this first in their ``defaults`` so Hydra checks keys and types against ``EnvCfg``."""
 
-ConfigStore.instance().store(name=SCHEMA_NAME, node=EnvCfg)
-
 
 available_tasks = list_tasks
 """Task names (the files of ``configs/task/``); the same function as ``unilab_gpu.list_tasks``."""
@@ -36,6 +34,8 @@ def load_task_cfg(task: str, overrides: Sequence[str] = ()) -> EnvCfg:
     """
     if task not in available_tasks():
         raise ValueError(f"unknown task '{task}'; available: {available_tasks()}")
+    # Registered when a config is loaded, not at import: storing the same node again is a no-op.
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=EnvCfg)
     try:
         # Compose without changing the working directory or creating an output folder.
         with initialize_config_dir(config_dir=str(CONFIGS_DIR / "task"), version_base=None):

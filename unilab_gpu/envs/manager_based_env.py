@@ -8,27 +8,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch._inductor.config as inductor_config
 
 from unilab_gpu.envs.env_cfg import EnvCfg, check_env_cfg
 from unilab_gpu.envs.episode_stats import EpisodeStats
 from unilab_gpu.envs.reset_rows import ResetRowCompactor
 from unilab_gpu.envs.robot import Robot
-from unilab_gpu.managers.row_buffers import rows_with_dummy
 from unilab_gpu.envs.snapshot import EnvSnapshot
 from unilab_gpu.managers.action_manager import ActionManager
 from unilab_gpu.managers.command_manager import CommandManager
 from unilab_gpu.managers.event_manager import EventManager
 from unilab_gpu.managers.observation_manager import ObservationManager
-from unilab_gpu.managers.term import Term
 from unilab_gpu.managers.reward_manager import RewardManager
+from unilab_gpu.managers.row_buffers import rows_with_dummy
+from unilab_gpu.managers.term import Term
 from unilab_gpu.managers.termination_manager import TerminationManager
 from unilab_gpu.sim.capture import CaptureUnsupportedError, CudaGraph, capture_unsupported_reason
 from unilab_gpu.sim.simulator import Simulator
-
-# Compiled code draws the same random numbers as eager code (inductor's own RNG differs), which
-# is what makes compiled and eager steps comparable and a seeded run reproducible either way.
-inductor_config.fallback_random = True
 
 
 class CaptureReplayError(RuntimeError):
@@ -511,7 +506,10 @@ def _no_marker(phase: str) -> None:
 def _compiler(enabled: bool) -> Callable[[Callable], Callable]:
     if not enabled:
         return lambda fn: fn
-    return lambda fn: torch.compile(fn, fullgraph=True, dynamic=False)
+    # fallback_random: compiled code draws the same random numbers as eager code (Inductor's own
+    # RNG differs), so compiled and eager steps agree and a seeded run reproduces either way.
+    # Set per compiled region, not globally, so an agent's compiled code is left as it is.
+    return lambda fn: torch.compile(fn, fullgraph=True, dynamic=False, options={"fallback_random": True})
 
 
 def _raise_on_bad_rows(what: str, bad: torch.Tensor) -> None:

@@ -33,8 +33,9 @@ class ResetRowCompactor:
 
     Attributes (outputs of the last :meth:`compact`, overwritten by the next one):
         env_ids: ``(capacity,)`` int64, the selected rows (longest-waiting first, see the module
-            docstring) in ascending order, then the padding value ``num_envs``. Consumers skip padded slots via ``valid`` or route them to a
-            dummy row ``num_envs`` of a ``(num_envs + 1, ...)`` buffer.
+            docstring) in ascending order, then the padding value ``num_envs``. Consumers skip
+            padded slots via ``valid`` or route them to a dummy row ``num_envs`` of a
+            ``(num_envs + 1, ...)`` buffer.
         valid: ``(capacity,)`` bool, ``True`` for slots that hold a real row id.
         reset_mask: ``(num_envs,)`` bool, rows selected by the last call.
         pending: ``(num_envs,)`` bool, rows that need a reset but did not fit; they are

@@ -70,6 +70,11 @@ class OffPolicyAgent:
         self.target_critic.load_state_dict(self.critic.state_dict())
         self.target_critic.requires_grad_(False)
         self.temperature = Temperature(cfg.alpha_init, -cfg.target_entropy_ratio * act_dim).to(self.device)
+        if cfg.learning_rate_decay_steps < 1:
+            raise ValueError(
+                "learning_rate_decay_steps must be >= 1 when an agent is built; 0 (decay over the whole run) is "
+                "resolved by unilab-train: set it with rl.config.run_updates(cfg, iterations)"
+            )
         self.schedule = CosineSchedule(
             cfg.learning_rate, cfg.learning_rate_end, cfg.learning_rate_decay_steps, device=self.device
         )

@@ -33,6 +33,8 @@ class OffPolicyConfig:
     learning_rate: float = 3e-4
     learning_rate_end: float = 3e-4
     learning_rate_decay_steps: int = 100_000
+    """Updates over which the cosine schedule decays; ``0`` in a preset: the whole run
+    (``unilab-train`` sets it from ``total_env_steps``, see :func:`run_updates`)."""
     adam_betas: tuple[float, float] = (0.9, 0.95)
     weight_decay: float = 0.001
     max_grad_norm: float = 0.0
@@ -60,6 +62,8 @@ class OffPolicyConfig:
         _check(0.0 < self.tau <= 1.0, "tau", "in (0, 1]", self.tau)
         _check(self.num_atoms >= 2, "num_atoms", ">= 2", self.num_atoms)
         _check(self.v_max > self.v_min, "v_max", f"> v_min ({self.v_min})", self.v_max)
+        low = self.log_std_min
+        _check(self.log_std_max > low, "log_std_max", f"> log_std_min ({low})", self.log_std_max)
         _check(self.actor_update_period >= 1, "actor_update_period", ">= 1", self.actor_update_period)
         _check(self.updates_per_step >= 1, "updates_per_step", ">= 1", self.updates_per_step)
         _check(self.alpha_init > 0, "alpha_init", "> 0", self.alpha_init)
@@ -173,3 +177,10 @@ def _fits(hint: type, value: Any) -> bool:
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
     return isinstance(value, hint)
+
+
+def run_updates(cfg: OffPolicyConfig, iterations: int) -> int:
+    """Gradient updates of a run of ``iterations`` (updates start once replay holds
+    ``max(warmup_steps, n_step + 1)`` steps, as in the trainer), at least 1."""
+    first = max(cfg.warmup_steps, cfg.n_step + 1)
+    return max(1, (iterations - first + 1) * cfg.updates_per_step)

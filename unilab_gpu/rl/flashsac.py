@@ -107,8 +107,11 @@ class FlashSacAgent(OffPolicyAgent):
         self.stateful.update(reward_scaler=self.reward_scaler, noise=self.noise)
 
     def observe_reward(self, reward: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor) -> None:
-        """Feed one env step ``(num_envs,)`` to the reward scaler; call once per env step."""
+        """Feed one env step ``(num_envs,)`` to the reward scaler and end the held exploration
+        noise of rows whose episode ended (a new episode starts with a fresh draw); call once per
+        env step."""
         self.reward_scaler.update(reward, terminated, truncated)
+        self.noise.reset(terminated | truncated)
 
     def _prepare(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out = dict(batch)

@@ -207,10 +207,6 @@ class Simulator:
         """Columns of ``qpos`` for hinge/slide joints given by name."""
         return [int(self.mj_model.jnt_qposadr[j]) for j in self._scalar_joints(names)]
 
-    def joint_dof_ids(self, names: str | Sequence[str]) -> list[int]:
-        """Columns of ``qvel`` for hinge/slide joints given by name."""
-        return [int(self.mj_model.jnt_dofadr[j]) for j in self._scalar_joints(names)]
-
     def _scalar_joints(self, names: str | Sequence[str]) -> list[int]:
         ids = self.joint_ids(names)
         scalar = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
@@ -329,10 +325,6 @@ class Simulator:
             f"(first ids: {bad[:8].tolist()}); raise njmax (now {self.data.njmax}) or nconmax "
             f"(now {self.data.naconmax // self.num_envs} per world)"
         )
-
-    def invalidate_graphs(self) -> None:
-        """Forget recorded CPU graphs (call after replacing any model or data array)."""
-        self._graphs.clear()
 
     # ----------------------------------------------------------------------------------------
 

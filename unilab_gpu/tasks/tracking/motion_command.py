@@ -233,7 +233,8 @@ class MotionCommand:
         metrics["body_pos_error_m"].add_(torch.linalg.vector_norm(self.body_pos_w - robot_pos, dim=-1).mean())
         relative = torch.linalg.vector_norm(self.body_pos_relative_w - robot_pos, dim=-1).mean()
         metrics["body_pos_error_anchored_m"].add_(relative)
-        metrics["body_ori_error_rad"].add_(quat_error_magnitude(self.body_quat_relative_w, self.robot_body_quat_w).mean())
+        orientation = quat_error_magnitude(self.body_quat_relative_w, self.robot_body_quat_w).mean()
+        metrics["body_ori_error_rad"].add_(orientation)
         metrics["joint_pos_error_rad"].add_((self.joint_pos - self._robot.joint_pos).abs().mean())
 
     def reset(self, env_ids: torch.Tensor) -> None:
