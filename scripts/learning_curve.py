@@ -165,7 +165,8 @@ def run(args: argparse.Namespace) -> dict:
         "command": "python scripts/learning_curve.py " + shlex.join(args.argv),
         "task": args.task,
         "algo": args.algo,
-        "env_overrides": env_overrides,
+        # Recorded relative to the repository, so the report names no path of this machine.
+        "env_overrides": [o.replace(str(ROOT.parent), "..") for o in env_overrides],
         "num_envs": trainer.env.num_envs,
         "env_steps": trainer.env_steps,
         "updates": trainer.agent.num_updates if hasattr(trainer, "agent") else None,

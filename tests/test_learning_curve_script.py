@@ -1,0 +1,36 @@
+"""scripts/learning_curve.py: tracking errors bucketed by episode age, against a hand count."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "learning_curve.py"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("learning_curve", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_errors_are_averaged_by_steps_since_the_episodes_start() -> None:
+    lc = _script()
+    # 3 rows, 1 tracked body: errors 0.1, 0.2, 0.4 (reference at x = 0, robot at x = error).
+    command = SimpleNamespace(body_pos_w=torch.zeros(3, 1, 3), robot_body_pos_w=torch.zeros(3, 1, 3))
+    env = SimpleNamespace(command_manager=SimpleNamespace(get=lambda name: command))
+    errors = lc.ErrorsSinceStart(env, horizon=3)
+    for ages, xs in (([1, 1, 0], [0.1, 0.2, 9.0]), ([2, 2, 1], [0.3, 0.5, 0.4]), ([3, 9, 2], [0.6, 9.0, 0.2])):
+        env.episode_length = torch.tensor(ages)
+        command.robot_body_pos_w[:, 0, 0] = torch.tensor(xs)
+        errors(0)
+    # age 0 (reset within the step) and ages past the horizon are left out
+    by_age = errors.by_age()
+    expected = [(0.1 + 0.2 + 0.4) / 3, (0.3 + 0.5 + 0.2) / 3, 0.6]
+    assert all(abs(a - b) < 1e-6 for a, b in zip(by_age, expected, strict=True)), by_age
+    assert abs(lc.mean_over_first([0.2, None, 0.4, 1.0], 3) - 0.3) < 1e-12
+    assert lc.mean_over_first([None, None], 2) is None
