@@ -33,25 +33,8 @@ from pathlib import Path
 from unilab_gpu.cli.train import build_run, compose_train_config, resolve_auto
 from unilab_gpu.envs.make_env import available_tasks
 from unilab_gpu.profiling.machine_info import machine_info
+from unilab_gpu.rl.logger import RecordingLogger
 from unilab_gpu.rl.trainer import PHASES
-
-
-class Recorder:
-    """Logger that keeps every logging point (and forwards to the run's TensorBoard logger)."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.points: list[tuple[int, float, dict[str, float]]] = []
-
-    def log(self, iteration: int, env_steps: int, scalars: dict[str, float]) -> None:
-        self.points.append((env_steps, time.perf_counter(), scalars))
-        self.inner.log(iteration, env_steps, scalars)
-
-    def message(self, text: str) -> None:
-        self.inner.message(text)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def run_check(args: argparse.Namespace) -> dict:
@@ -72,7 +55,7 @@ def run_check(args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     run = build_run(cfg)
     trainer = run.trainer
-    recorder = Recorder(trainer.logger)
+    recorder = RecordingLogger(trainer.logger)
     trainer.logger = recorder  # type: ignore[assignment]
     built = time.perf_counter()
 

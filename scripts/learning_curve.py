@@ -33,6 +33,7 @@ from unilab_gpu.cli.train import build_run, compose_train_config, resolve_auto
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.evaluate import agent_policy, evaluate
+from unilab_gpu.rl.logger import RecordingLogger
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_CLIP = ROOT.parent / "shared" / "motions" / "g1" / "largebox_carry.npz"
@@ -40,24 +41,9 @@ CURVE_KEYS = ("episode/length", "episode/return", "tracking/body_pos_error_m", "
 """Scalars of each logging point kept in the curve (when the task has them)."""
 
 
-class CurveRecorder:
-    """Trainer logger that keeps each logging point's scalars and forwards them."""
-
-    def __init__(self, inner, started: float) -> None:
-        self.inner, self.started = inner, started
-        self.points: list[dict[str, float]] = []
-
-    def log(self, iteration: int, env_steps: int, scalars: dict[str, float]) -> None:
-        row = {"env_steps": env_steps, "seconds": time.perf_counter() - self.started}
-        row.update({key: scalars[key] for key in CURVE_KEYS if key in scalars})
-        self.points.append(row)
-        self.inner.log(iteration, env_steps, scalars)
-
-    def message(self, text: str) -> None:
-        self.inner.message(text)
-
-    def close(self) -> None:
-        self.inner.close()
+def curve_row(env_steps: int, seconds: float, scalars: dict[str, float]) -> dict[str, float]:
+    """One logging point of the curve: env steps, seconds into training, the :data:`CURVE_KEYS`."""
+    return {"env_steps": env_steps, "seconds": seconds, **{k: scalars[k] for k in CURVE_KEYS if k in scalars}}
 
 
 ERROR_HORIZON = 100
@@ -147,11 +133,12 @@ def run(args: argparse.Namespace) -> dict:
         built = build_run(cfg)
         trainer = built.trainer
         untrained = evaluation(args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1)
-        recorder = CurveRecorder(trainer.logger, time.perf_counter())
+        recorder = RecordingLogger(trainer.logger)
         trainer.logger = recorder  # type: ignore[assignment]
+        train_start = time.perf_counter()
         deadline = time.perf_counter() + 60.0 * args.minutes
         trainer.train(lambda: time.perf_counter() > deadline)
-        train_seconds = time.perf_counter() - recorder.started
+        train_seconds = time.perf_counter() - train_start
         recorder.close()
         trained = evaluation(args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1)
     if "body_pos_error_by_episode_step_m" in untrained:
@@ -174,7 +161,7 @@ def run(args: argparse.Namespace) -> dict:
         "total_seconds": time.perf_counter() - started,
         "untrained": untrained,
         "trained": trained,
-        "curve": recorder.points,
+        "curve": [curve_row(env_steps, at - train_start, scalars) for env_steps, at, scalars in recorder.points],
         "machine": machine_info(cfg.device),
     }
 

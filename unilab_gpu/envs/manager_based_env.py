@@ -13,7 +13,7 @@ from unilab_gpu.envs.env_cfg import EnvCfg, check_env_cfg
 from unilab_gpu.envs.episode_stats import EpisodeStats
 from unilab_gpu.envs.reset_rows import ResetRowCompactor
 from unilab_gpu.envs.robot import Robot
-from unilab_gpu.envs.snapshot import EnvSnapshot
+from unilab_gpu.envs.snapshot import EnvSnapshot, env_tensors
 from unilab_gpu.managers.action_manager import ActionManager
 from unilab_gpu.managers.command_manager import CommandManager
 from unilab_gpu.managers.event_manager import EventManager
@@ -290,25 +290,9 @@ class ManagerBasedRlEnv:
         ]
 
     def persistent_buffers(self) -> dict[str, torch.Tensor]:
-        """Every tensor the step reads or writes, by name (for address-stability checks)."""
-        buffers = {f"sim.{k}": v for k, v in self.sim.state.tensors().items()}
-        buffers.update({f"obs.{k}": v for k, v in self.observation_manager.obs.items()})
-        buffers.update({f"final_obs.{k}": v for k, v in self.observation_manager.final_obs.items()})
-        for name in (
-            "_action_in",
-            "_non_finite",
-            "_diverged",
-            "episode_length",
-            "reset_ids",
-            "reset_qpos",
-            "reset_qvel",
-        ):
-            buffers[name] = getattr(self, name)
-        for owner in (self.action_manager, self.reward_manager, self.termination_manager, self.stats):
-            for name, value in vars(owner).items():
-                if isinstance(value, torch.Tensor):
-                    buffers[f"{type(owner).__name__}.{name}"] = value
-        return buffers
+        """Every tensor the step reads or writes, by name (for address-stability checks): the
+        simulator's arrays and every tensor of the managers, terms and statistics."""
+        return env_tensors(self)
 
     # ------------------------------------------------------------------------------------------
     # The step. Only tensor ops and Warp launches on persistent buffers from here on.
@@ -438,14 +422,13 @@ class ManagerBasedRlEnv:
             mismatch = self._first_replay_mismatch(graph, snapshot)
             if mismatch is not None:
                 raise CaptureReplayError(f"the first replay differs from the eager step: {mismatch}")
+            self._graph = graph
         except Exception as error:
-            snapshot.restore()
             if self.capture_mode is True:
                 raise
             self._skip_capture(f"capture failed ({type(error).__name__}: {error})")
-            return
-        snapshot.restore()
-        self._graph = graph
+        finally:
+            snapshot.restore()
 
     def _make_graph(self, fn: Callable[[], None]) -> CudaGraph:
         return CudaGraph(fn, self.device, warmup=2)

@@ -179,8 +179,13 @@ def _fits(hint: type, value: Any) -> bool:
     return isinstance(value, hint)
 
 
+def steps_before_updates(warmup_steps: int, n_step: int) -> int:
+    """Env steps in replay before the trainer's first update: the warm-up, and at least one full
+    n-step window with its successor observation."""
+    return max(warmup_steps, n_step + 1)
+
+
 def run_updates(cfg: OffPolicyConfig, iterations: int) -> int:
-    """Gradient updates of a run of ``iterations`` (updates start once replay holds
-    ``max(warmup_steps, n_step + 1)`` steps, as in the trainer), at least 1."""
-    first = max(cfg.warmup_steps, cfg.n_step + 1)
+    """Gradient updates of a run of ``iterations`` (from :func:`steps_before_updates` on), at least 1."""
+    first = steps_before_updates(cfg.warmup_steps, cfg.n_step)
     return max(1, (iterations - first + 1) * cfg.updates_per_step)

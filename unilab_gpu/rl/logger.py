@@ -6,6 +6,7 @@ this module never touches a tensor, so it adds no host sync of its own.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from unilab_gpu.rl.progress import Progress
@@ -47,3 +48,23 @@ class TrainLogger:
             self.writer.close()
         if self.progress is not None:
             self.progress.close()
+
+
+class RecordingLogger:
+    """Keeps every logging point, ``(env_steps, time.perf_counter(), scalars)``, and forwards it
+    to ``inner`` (scripts that measure a run: ``scripts/gpu_train_check.py``,
+    ``scripts/learning_curve.py``)."""
+
+    def __init__(self, inner: TrainLogger) -> None:
+        self.inner = inner
+        self.points: list[tuple[int, float, dict[str, float]]] = []
+
+    def log(self, iteration: int, env_steps: int, scalars: dict[str, float]) -> None:
+        self.points.append((env_steps, time.perf_counter(), scalars))
+        self.inner.log(iteration, env_steps, scalars)
+
+    def message(self, text: str) -> None:
+        self.inner.message(text)
+
+    def close(self) -> None:
+        self.inner.close()

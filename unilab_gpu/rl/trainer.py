@@ -33,7 +33,7 @@ from unilab_gpu.envs.episode_stats import HEALTH_KEYS
 from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
 from unilab_gpu.profiling.phase_clock import make_phase_clock
 from unilab_gpu.rl.agent import OffPolicyAgent
-from unilab_gpu.rl.config import OffPolicyConfig
+from unilab_gpu.rl.config import OffPolicyConfig, steps_before_updates
 from unilab_gpu.rl.logger import TrainLogger
 from unilab_gpu.rl.replay import ReplayBuffer
 
@@ -207,10 +207,6 @@ class Trainer:
 
         ``timed`` stamps the phase clock (the logging point reads it).
         """
-        self._iterate(timed)
-        self.iteration += 1
-
-    def _iterate(self, timed: bool) -> None:
         # Only the last iteration of a logging window is timed; the others pay nothing.
         mark = self._clock.marker(0) if timed else _no_mark
         if timed:
@@ -241,12 +237,13 @@ class Trainer:
         self._critic_obs.copy_(result.obs[self._critic_group])
         self._collected += 1
         mark("replay")
-        if self._collected >= max(self.settings.warmup_steps, self.replay.n_step + 1):
+        if self._collected >= steps_before_updates(self.settings.warmup_steps, self.replay.n_step):
             for _ in range(self.settings.updates_per_step):
                 metrics = self.agent.update(self.replay.sample(self.settings.batch_size, self.generator))
                 self._update_sums.add_(torch.stack([metrics[key] for key in UPDATE_METRICS]))
             self._window_updates += self.settings.updates_per_step
         mark("update")
+        self.iteration += 1
 
     # -- logging -------------------------------------------------------------------------------
     def _start_window(self) -> None:
