@@ -88,9 +88,9 @@ class ResetRowCompactor:
         # Slots past num_envs (capacity > num_envs) keep the padding written at construction.
         self.env_ids[: self._picks].copy_(torch.sort(picked).values)
         self.valid.copy_(self.env_ids < self.num_envs)
-        selected = torch.zeros_like(self.reset_mask).index_fill_(0, picked.clamp(max=self.num_envs - 1), True)
-        # A padded slot was clamped onto the last row: it counts only if that row needed a reset.
-        selected.logical_and_(need)
+        # Keys of needing rows are distinct, so the picked rows are exactly those at or above the
+        # lowest picked key (-1 when padding was picked: then every needing row is in).
+        selected = need & (key >= top.values.min())
         self.reset_mask.copy_(selected)
         self.pending.copy_(need & ~selected)
         self.wait.copy_(torch.where(self.pending, self.wait + 1, 0))
