@@ -71,7 +71,7 @@ def run_check(args: argparse.Namespace) -> dict:
 
     points = recorder.points
     steady = [s for _, _, s in points[1:]] or [s for _, _, s in points]
-    updates = trainer.settings.updates_per_step
+    updates = trainer.algo.updates_per_step
     return {
         "check": "gpu_train_check",
         "task": task,
@@ -79,7 +79,7 @@ def run_check(args: argparse.Namespace) -> dict:
         "device": str(trainer.env.device),
         "num_envs": trainer.env.num_envs,
         "compile": bool(cfg.compile),
-        "batch_size": trainer.settings.batch_size,
+        "batch_size": trainer.algo.batch_size,
         "updates_per_step": updates,
         "iterations": trainer.iteration,
         "env_steps": trainer.env_steps,

@@ -10,10 +10,16 @@ steps). Writes JSON and, with ``--plot``, a PNG::
         --out docs/benchmarks/learning/g1_tracking_flashsac.json \\
         --plot docs/benchmarks/learning/g1_tracking_flashsac.png
 
+    python scripts/learning_curve.py --task g1_velocity --algo sac_velocity --minutes 30 \\
+        --out docs/benchmarks/learning/g1_velocity_sac.json
+
 The JSON's top level holds ``untrained`` and ``trained`` (each with ``episode_length``, mean steps,
-and for tracking tasks ``body_pos_error_m``, the mean over tracked bodies and steps, plus every
-other ``stats.summary()`` key), ``curve`` (one row per logging point), the exact command and
-the machine. For ``g1_tracking`` the motion is ``--motion`` (default: the shared holosoma clip
+the task's errors from :data:`TASK_METRICS`, that error by episode age, and every
+``stats.summary()`` key under ``summary``), ``curve`` (one row per logging point), the exact
+command and the machine. The task's metrics follow from its command term: ``motion``
+(``g1_tracking``: ``body_pos_error_m``, the mean over tracked bodies and steps) or ``twist``
+(``g1_velocity``: ``lin_vel_error_mps`` and ``yaw_rate_error_radps``, means over rows and steps).
+For ``g1_tracking`` the motion is ``--motion`` (default: the shared holosoma clip
 ``../shared/motions/g1/largebox_carry.npz``).
 """
 
@@ -25,20 +31,68 @@ import shlex
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
 from unilab_gpu.cli.train import build_run, compose_train_config, resolve_auto
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.profiling.machine_info import machine_info
-from unilab_gpu.rl.evaluate import agent_policy, evaluate
 from unilab_gpu.rl.logger import RecordingLogger
+from unilab_gpu.rl.trainer import agent_policy, evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_CLIP = ROOT.parent / "shared" / "motions" / "g1" / "largebox_carry.npz"
-CURVE_KEYS = ("episode/length", "episode/return", "tracking/body_pos_error_m", "train/reward_mean")
+
+
+class TaskMetrics(NamedTuple):
+    """What the evaluation reports for a task whose env has a given command term (a named tuple,
+    not a dataclass: the tests load this script without registering it as a module)."""
+
+    errors: dict[str, str]
+    """``stats.summary()`` key -> report key of the task's mean errors."""
+    by_age: str
+    """Report key of the error also bucketed by episode age (``<stem>_<unit>``)."""
+    row_error: Callable[[object], torch.Tensor]
+    """The command term -> that error per row now, ``(num_envs,)``."""
+
+
+def _body_pos_error(command) -> torch.Tensor:
+    """Tracked-body position error (m, world frame), mean over bodies, ``(num_envs,)``."""
+    return torch.linalg.vector_norm(command.body_pos_w - command.robot_body_pos_w, dim=-1).mean(dim=-1)
+
+
+TASK_METRICS = {
+    "motion": TaskMetrics({"tracking/body_pos_error_m": "body_pos_error_m"}, "body_pos_error_m", _body_pos_error),
+    "twist": TaskMetrics(
+        {"velocity/lin_vel_error_mps": "lin_vel_error_mps", "velocity/yaw_rate_error_radps": "yaw_rate_error_radps"},
+        "lin_vel_error_mps",
+        lambda command: command.row_errors()["lin_vel_error"],
+    ),
+}
+"""Command term name -> the metrics of the tasks that have it (``g1_tracking``, ``g1_velocity``)."""
+
+CURVE_KEYS = (
+    "episode/length",
+    "episode/return",
+    *(key for metrics in TASK_METRICS.values() for key in metrics.errors),
+    "train/reward_mean",
+)
 """Scalars of each logging point kept in the curve (when the task has them)."""
+
+
+def task_metrics(env) -> tuple[str, TaskMetrics] | None:
+    """The env's first command term listed in :data:`TASK_METRICS`, with its metrics."""
+    return next(((name, m) for name, m in TASK_METRICS.items() if name in env.command_manager.terms), None)
+
+
+def age_keys(by_age: str) -> tuple[str, str]:
+    """Report keys of the by-age list and of its mean over the first steps:
+    ``body_pos_error_m`` -> ``body_pos_error_by_episode_step_m``, ``body_pos_error_first_steps_m``."""
+    stem, unit = by_age.rsplit("_", 1)
+    return f"{stem}_by_episode_step_{unit}", f"{stem}_first_steps_{unit}"
 
 
 def curve_row(env_steps: int, seconds: float, scalars: dict[str, float]) -> dict[str, float]:
@@ -51,22 +105,24 @@ ERROR_HORIZON = 100
 
 
 class ErrorsSinceStart:
-    """Mean tracked-body position error (m, world frame) by steps since each episode's start.
+    """Mean error of the task (:attr:`TaskMetrics.row_error` of command term ``command``; the
+    tracked-body position error by default) by steps since each episode's start.
 
     Longer episodes have more time to drift from the reference, so a policy that survives three
     times longer can show a larger mean error while tracking better at every age; comparing the
-    errors at the same episode ages separates the two.
+    errors at the same episode ages separates the two (on the velocity task: a falling robot's
+    velocity error grows as it topples, whatever the command).
     """
 
-    def __init__(self, env, horizon: int = ERROR_HORIZON) -> None:
+    def __init__(self, env, command: str = "motion", horizon: int = ERROR_HORIZON) -> None:
         self.env, self.horizon = env, horizon
-        self.command = env.command_manager.get("motion")
+        self.command = env.command_manager.get(command)
+        self.row_error = TASK_METRICS[command].row_error
         self.sums = torch.zeros(horizon, dtype=torch.float64)
         self.counts = torch.zeros(horizon, dtype=torch.float64)
 
     def __call__(self, step: int) -> None:
-        cmd, age = self.command, self.env.episode_length.cpu()
-        error = torch.linalg.vector_norm(cmd.body_pos_w - cmd.robot_body_pos_w, dim=-1).mean(dim=-1).cpu()
+        age, error = self.env.episode_length.cpu(), self.row_error(self.command).cpu()
         keep = (age >= 1) & (age <= self.horizon)  # age 0: reset within this step, a new episode
         self.sums.index_add_(0, age[keep] - 1, error[keep].double())
         self.counts.index_add_(0, age[keep] - 1, torch.ones(int(keep.sum()), dtype=torch.float64))
@@ -94,13 +150,14 @@ def evaluation(task: str, env_overrides: list[str], agent, num_envs: int, device
         capture=False,
         announce=False,
     )
-    errors = ErrorsSinceStart(env) if "motion" in env.command_manager.terms else None
+    found = task_metrics(env)
+    errors = None if found is None else ErrorsSinceStart(env, found[0])
     stats = evaluate(env, agent_policy(agent), env.max_episode_length, on_step=errors)
     out = {"episode_length": stats["episode/length"], "episodes": stats["episode/count"]}
-    if "tracking/body_pos_error_m" in stats:
-        out["body_pos_error_m"] = stats["tracking/body_pos_error_m"]
-    if errors is not None:
-        out["body_pos_error_by_episode_step_m"] = errors.by_age()
+    if found is not None:
+        metrics = found[1]
+        out.update({report: stats[key] for key, report in metrics.errors.items()})
+        out[age_keys(metrics.by_age)[0]] = errors.by_age()
     out["summary"] = stats
     return out
 
@@ -141,12 +198,14 @@ def run(args: argparse.Namespace) -> dict:
         train_seconds = time.perf_counter() - train_start
         recorder.close()
         trained = evaluation(args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1)
-    if "body_pos_error_by_episode_step_m" in untrained:
-        # Both policies' errors over the same episode ages: the untrained policy's mean length.
-        ages = max(1, round(untrained["episode_length"]))
-        for result in (untrained, trained):
-            result["body_pos_error_first_steps_m"] = mean_over_first(result["body_pos_error_by_episode_step_m"], ages)
-            result["first_steps"] = ages
+    for metrics in TASK_METRICS.values():
+        by_age, first = age_keys(metrics.by_age)
+        if by_age in untrained:
+            # Both policies' errors over the same episode ages: the untrained policy's mean length.
+            ages = max(1, round(untrained["episode_length"]))
+            for result in (untrained, trained):
+                result[first] = mean_over_first(result[by_age], ages)
+                result["first_steps"] = ages
     return {
         "benchmark": "learning_curve",
         "command": "python scripts/learning_curve.py " + shlex.join(args.argv),
@@ -172,21 +231,22 @@ def plot(report: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = [k for k in ("episode/length", "tracking/body_pos_error_m", "train/reward_mean") if report["curve"]]
-    keys = [k for k in keys if any(k in row for row in report["curve"])]
-    by_age = "body_pos_error_by_episode_step_m"
-    panels = len(keys) + (by_age in report["trained"])
+    baseline = {"episode/length": "episode_length"}
+    for metrics in TASK_METRICS.values():
+        baseline.update(metrics.errors)
+    keys = [k for k in (*baseline, "train/reward_mean") if any(k in row for row in report["curve"])]
+    by_age = next((m.by_age for m in TASK_METRICS.values() if age_keys(m.by_age)[0] in report["trained"]), None)
+    panels = len(keys) + (by_age is not None)
     fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.4), squeeze=False)
-    if by_age in report["trained"]:
+    if by_age is not None:
         ax = axes[0][-1]
         for name, style in (("untrained", "--"), ("trained", "-")):
-            errors = report[name][by_age]
+            errors = report[name][age_keys(by_age)[0]]
             ages = [i + 1 for i, e in enumerate(errors) if e is not None]
             ax.plot(ages, [e for e in errors if e is not None], style, label=f"{name} (eval)")
         ax.set_xlabel("steps since the episode's start")
-        ax.set_title("body position error (m) by episode age")
+        ax.set_title(f"{by_age} by episode age")
         ax.legend(fontsize=7)
-    baseline = {"episode/length": "episode_length", "tracking/body_pos_error_m": "body_pos_error_m"}
     for ax, key in zip(axes[0][: len(keys)], keys, strict=True):
         rows = [row for row in report["curve"] if key in row]
         ax.plot([r["env_steps"] for r in rows], [r[key] for r in rows], label="training episodes")
@@ -207,7 +267,9 @@ def main(argv: list[str] | None = None) -> dict:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="g1_tracking")
-    parser.add_argument("--algo", default="flashsac", choices=["sac", "flashsac"])
+    parser.add_argument(
+        "--algo", default="flashsac", choices=["sac", "flashsac", "sac_velocity", "flashsac_velocity"], help="preset"
+    )
     parser.add_argument("--motion", default=str(SHARED_CLIP), help="motion file of g1_tracking, or 'none'")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--num-envs", type=int, default=16)
@@ -231,22 +293,14 @@ def main(argv: list[str] | None = None) -> dict:
     if args.plot is not None:
         plot(report, args.plot)
     u, t = report["untrained"], report["trained"]
-    print(
-        f"learning_curve: {args.task}/{args.algo}, {report['env_steps']:,} env steps: episode length "
-        f"{u['episode_length']:.1f} -> {t['episode_length']:.1f} steps"
-        + (
-            f", body position error {u['body_pos_error_m']:.3f} -> {t['body_pos_error_m']:.3f} m"
-            if "body_pos_error_m" in t
-            else ""
-        )
-        + (
-            f" (first {t['first_steps']} steps of episodes: {u['body_pos_error_first_steps_m']:.3f} -> "
-            f"{t['body_pos_error_first_steps_m']:.3f} m)"
-            if "first_steps" in t
-            else ""
-        )
-        + f"; {args.out}"
-    )
+    parts = [f"episode length {u['episode_length']:.1f} -> {t['episode_length']:.1f} steps"]
+    for metrics in TASK_METRICS.values():
+        first = age_keys(metrics.by_age)[1]
+        for key in (*metrics.errors.values(), first):
+            if key in t:
+                at = f" (first {t['first_steps']} steps)" if key == first else ""
+                parts.append(f"{key}{at} {u[key]:.3f} -> {t[key]:.3f}")
+    print(f"learning_curve: {args.task}/{args.algo}, {report['env_steps']:,} env steps: {', '.join(parts)}; {args.out}")
     return report
 
 

@@ -50,3 +50,29 @@ class EpisodeCounter:
 
     def reset(self, env_ids: torch.Tensor) -> None:
         self._storage.index_add_(0, env_ids, torch.ones(env_ids.shape[0], device=self._storage.device))
+
+
+class StagingProbe:
+    """Command term: remembers the staged qpos it receives at reset, then stages ``qpos[:, 0] = 1``."""
+
+    def __init__(self, env) -> None:
+        self.seen = None
+
+    def update(self, env) -> None:
+        """Advances nothing: the probe only watches resets."""
+
+    def reset(self, staging) -> None:
+        self.seen = staging.qpos.clone()
+        staging.qpos[:, 0] = 1.0
+
+
+def record_staged(env, env_ids: torch.Tensor) -> None:
+    """Reset event: remembers the staged qpos it edits, then adds 0.5 to its first column."""
+    env.seen_by_event = env.reset_staging.qpos.clone()
+    env.reset_staging.qpos[:, 0] += 0.5
+
+
+def joint_speed_above(env, limit: float) -> torch.Tensor:
+    """The "Add a reward term" recipe of docs/architecture.md: 1.0 where any joint of the robot
+    moves faster than ``limit`` rad/s, else 0.0, ``(num_envs,)``."""
+    return (env.robot.joint_vel.abs() > limit).any(dim=1).float()

@@ -49,8 +49,7 @@ def train_bandit(agent, steps: int, updates_per_step: int, num_envs: int = 64, b
         action = agent.act(obs)
         reward = -(action - A_STAR).square().sum(-1)
         replay.add(obs, obs, action, reward, terminated, ~terminated, obs, obs)
-        if hasattr(agent, "observe_reward"):
-            agent.observe_reward(reward, terminated, ~terminated)
+        agent.observe_step(reward, terminated, ~terminated)
         if step >= 2:
             for _ in range(updates_per_step):
                 agent.update(replay.sample(batch_size, generator=gen))

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import unilab_gpu as ug
-from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.paths import CONFIGS_DIR
 
 

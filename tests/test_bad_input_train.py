@@ -16,9 +16,16 @@ from test_cli_train import TINY
 from unilab_gpu.cli import train as train_cli
 from unilab_gpu.cli.play import main as play_main
 from unilab_gpu.cli.train import INTERRUPTED_EXIT_CODE, main
-from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
-from unilab_gpu.rl.checkpoint import load_checkpoint, save_checkpoint
-from unilab_gpu.rl.run_folder import LOCK_NAME, RunFolderError, RunLock, create_run_folder, resume_command
+from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
+from unilab_gpu.rl.checkpoint import (
+    LOCK_NAME,
+    RunFolderError,
+    RunLock,
+    create_run_folder,
+    load_checkpoint,
+    resume_command,
+    save_checkpoint,
+)
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
@@ -156,7 +163,7 @@ def test_resume_lists_several_mismatches_at_once(run_dir, capsys):
 
 
 def test_checkpoint_of_another_package_version_is_refused(run_dir, capsys, monkeypatch):
-    monkeypatch.setattr("unilab_gpu.rl.resume_check.__version__", "9.9.9")
+    monkeypatch.setattr("unilab_gpu.rl.checkpoint.__version__", "9.9.9")
     assert main([f"resume={run_dir}"]) == 2
     assert "package version: checkpoint '0.1.0', now '9.9.9'" in _error(capsys)
 

@@ -11,8 +11,7 @@ from unilab_gpu.cli.play import main
 from unilab_gpu.cli.train import main as train_main
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.rl.checkpoint import load_checkpoint
-from unilab_gpu.rl.evaluate import agent_policy, evaluate
-from unilab_gpu.rl.factory import algo_config, make_agent
+from unilab_gpu.rl.trainer import agent_policy, algo_config, evaluate, make_agent
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from unilab_gpu.envs.make_env import make_env
-from unilab_gpu.envs.manager_based_env import CaptureReplayError
+from unilab_gpu.envs.manager_based_rl_env import CaptureReplayError
 from unilab_gpu.envs.snapshot import env_tensors
 
 TASKS = {

@@ -82,3 +82,24 @@ def test_packages_import_each_other_without_cycles() -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": {"c"}}) is None
+
+
+def _all_imports(tree: ast.AST) -> list[str]:
+    """Every ``unilab_gpu.*`` module imported, type-checking imports included."""
+    found = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    found += [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module]
+    return [name for name in found if name.startswith("unilab_gpu.")]
+
+
+def test_managers_do_not_import_envs() -> None:
+    """Terms and managers see the env through ``managers.env_view.EnvView``, not the env class:
+    not even a type-checking import of ``envs`` (which would hide the dependency the cycle check skips)."""
+    offenders = {
+        str(path.relative_to(PACKAGE)): [
+            name for name in _all_imports(ast.parse(path.read_text())) if name.startswith("unilab_gpu.envs")
+        ]
+        for path in (PACKAGE / "managers").rglob("*.py")
+    }
+    offenders = {path: names for path, names in offenders.items() if names}
+    assert offenders == {}
+    assert _all_imports(ast.parse("from unilab_gpu.envs.make_env import make_env")) == ["unilab_gpu.envs.make_env"]

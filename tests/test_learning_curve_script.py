@@ -1,4 +1,4 @@
-"""scripts/learning_curve.py: tracking errors bucketed by episode age, against a hand count."""
+"""scripts/learning_curve.py: errors bucketed by episode age against a hand count, the task table."""
 
 from __future__ import annotations
 
@@ -34,3 +34,20 @@ def test_errors_are_averaged_by_steps_since_the_episodes_start() -> None:
     assert all(abs(a - b) < 1e-6 for a, b in zip(by_age, expected, strict=True)), by_age
     assert abs(lc.mean_over_first([0.2, None, 0.4, 1.0], 3) - 0.3) < 1e-12
     assert lc.mean_over_first([None, None], 2) is None
+
+
+def test_velocity_task_reports_its_velocity_errors_by_episode_age() -> None:
+    lc = _script()
+    # The velocity command's per-row planar error; 2 rows at ages 1 and 2, then 2 and 0 (reset).
+    command = SimpleNamespace(row_errors=lambda: {"lin_vel_error": command.error})
+    env = SimpleNamespace(command_manager=SimpleNamespace(get=lambda name: command, terms={"twist": command}))
+    name, metrics = lc.task_metrics(env)
+    assert name == "twist" and set(metrics.errors) == {"velocity/lin_vel_error_mps", "velocity/yaw_rate_error_radps"}
+    assert lc.age_keys(metrics.by_age) == ("lin_vel_error_by_episode_step_mps", "lin_vel_error_first_steps_mps")
+    assert lc.age_keys("body_pos_error_m") == ("body_pos_error_by_episode_step_m", "body_pos_error_first_steps_m")
+    errors = lc.ErrorsSinceStart(env, name, horizon=2)
+    for ages, values in (([1, 2], [0.5, 0.25]), ([2, 0], [0.75, 9.0])):
+        env.episode_length, command.error = torch.tensor(ages), torch.tensor(values)
+        errors(0)
+    assert errors.by_age() == [0.5, (0.25 + 0.75) / 2]
+    assert lc.task_metrics(SimpleNamespace(command_manager=SimpleNamespace(terms={}))) is None

@@ -53,3 +53,25 @@ def test_make_env_arguments_win_over_the_config() -> None:
     assert env.num_envs == 3
     env = make_env("pendulum", compile=False, overrides=["num_envs=5"])
     assert env.num_envs == 5
+
+
+@pytest.mark.parametrize(
+    "override,hint",
+    [
+        ("rewards.angle.params.std=2", "prefix the override with '+': '+rewards.angle.params.std=2'"),
+        ("rewards.angle.wieght=1", "did you mean 'rewards.angle.weight'?"),
+        ("decimaton=3", "did you mean 'decimation'?"),
+        ("+rewards.angle.weight=2", "'rewards.angle.weight' is in the config already: set it without the '+'"),
+    ],
+)
+def test_refused_overrides_say_how_to_fix_them(override: str, hint: str) -> None:
+    with pytest.raises(ValueError) as error:
+        load_task_cfg("pendulum", [override])
+    assert hint in str(error.value)
+
+
+def test_a_schema_field_gets_no_plus_hint() -> None:
+    """``+`` cannot add a field to a typed section, so the hint must not suggest it."""
+    with pytest.raises(ValueError) as error:
+        load_task_cfg("pendulum", ["sim.modle=x"])
+    assert "did you mean 'sim.model'?" in str(error.value) and "prefix" not in str(error.value)

@@ -166,6 +166,31 @@ def test_unknown_names_in_params_name_the_key() -> None:
         )
 
 
+def test_missing_and_unexpected_term_params_name_the_yaml_key() -> None:
+    # A required parameter the YAML lacks: named as written in the YAML, with the override that adds it.
+    with pytest.raises(ValueError) as error:
+        make_env(
+            "g1_stand",
+            num_envs=1,
+            compile=False,
+            overrides=["+rewards.touch={func: unilab_gpu.envs.mdp.rewards.undesired_contacts}"],
+        )
+    message = str(error.value)
+    assert "rewards.touch.params: missing 'body_names' (passed as 'body_ids')" in message
+    assert "'+rewards.touch.params.body_names=...'" in message
+    # A parameter the function does not take: named as the user wrote it, not as it was resolved.
+    with pytest.raises(ValueError) as error:
+        make_env("g1_stand", num_envs=1, compile=False, overrides=["+rewards.alive.params.body_names=[pelvis]"])
+    message = str(error.value)
+    assert "rewards.alive.params: unexpected keyword 'body_names' (which becomes 'body_ids')" in message
+    assert "'unilab_gpu.envs.mdp.rewards.alive' accepts []" in message
+    # Class terms are checked the same way, before they are built.
+    with pytest.raises(
+        ValueError, match=r"events.push.params: unexpected keyword 'velocity_rnage'.*accepts \['velocity_range'\]"
+    ):
+        make_env("g1_stand", num_envs=1, compile=False, overrides=["+events.push.params.velocity_rnage=[]"])
+
+
 def test_joint_limit_bounds_reach_the_soft_limits_and_zero_is_the_default_pose():
     """g1_tracking's tanh-bounded actions: +-1 reach every joint's soft (90 %) limit, 0 the default
     pose, and the remembered action (the last-action observation) stays in [-1, 1]."""

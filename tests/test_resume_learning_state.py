@@ -8,8 +8,7 @@ from test_rl_trainer import TINY
 
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.rl.checkpoint import load_checkpoint, save_checkpoint
-from unilab_gpu.rl.factory import algo_config, make_agent
-from unilab_gpu.rl.trainer import Trainer, TrainerSettings
+from unilab_gpu.rl.trainer import Trainer, TrainerSettings, algo_config, make_agent
 
 # Anchor-height threshold of 1 mm: nearly every episode fails, so the sampler learns fast.
 OVERRIDES = ["terminations.anchor_height.params.threshold=0.001", "episode_length_s=0.2", "events.push=null"]
@@ -17,11 +16,11 @@ OVERRIDES = ["terminations.anchor_height.params.threshold=0.001", "episode_lengt
 
 def _trainer(seed: int, iterations: int = 6) -> Trainer:
     env = make_env("g1_tracking", num_envs=4, overrides=OVERRIDES, compile=False, seed=seed, announce=False)
-    cfg = algo_config({**TINY["sac"], "warmup_steps": 2}, compile=False)
-    agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
-    settings = TrainerSettings(
-        iterations=iterations, batch_size=16, updates_per_step=1, warmup_steps=2, buffer_capacity_per_env=16, seed=seed
+    cfg = algo_config(
+        {**TINY["sac"], "warmup_steps": 2, "updates_per_step": 1, "buffer_capacity_per_env": 16}, compile=False
     )
+    agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
+    settings = TrainerSettings(iterations=iterations, seed=seed)
     return Trainer(env, agent, settings)
 
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from unilab_gpu.rl.compiling import maybe_compile
+from unilab_gpu.utils.compiling import maybe_compile
 
 
 def _graph_breaking(x: torch.Tensor) -> torch.Tensor:

@@ -6,7 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from unilab_gpu.rl.config import FlashSacConfig, SacConfig, config_from_dict
+from unilab_gpu.rl.flashsac import FlashSacConfig
+from unilab_gpu.rl.off_policy import config_from_dict
+from unilab_gpu.rl.sac import SacConfig
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "algo"
 

@@ -6,9 +6,7 @@ import pytest
 import torch
 from rl_agent_helpers import COMPILE_BACKEND, bandit_distance, synthetic_batch, train_bandit
 
-from unilab_gpu.rl.config import FlashSacConfig
-from unilab_gpu.rl.flashsac import FlashSacAgent
-from unilab_gpu.rl.flashsac_networks import normalization_affines, unit_norm_weights
+from unilab_gpu.rl.flashsac import FlashSacAgent, FlashSacConfig, normalization_affines, unit_norm_weights
 
 SMALL = dict(
     actor_hidden_dim=16, critic_hidden_dim=16, actor_num_blocks=1, critic_num_blocks=1, num_atoms=21, compile=False
@@ -122,7 +120,7 @@ def test_norms_stay_at_their_targets_over_many_updates():
 def test_rewards_are_scaled_and_lr_follows_cosine():
     agent = _make(learning_rate=3e-4, learning_rate_end=1.5e-4, learning_rate_decay_steps=8)
     for _ in range(5):
-        agent.observe_reward(
+        agent.observe_step(
             torch.tensor([10.0, -3.0, 4.0, 0.5]), torch.zeros(4, dtype=torch.bool), torch.zeros(4, dtype=torch.bool)
         )
     scale = agent.reward_scaler.scale()
@@ -157,7 +155,7 @@ def test_exploration_noise_is_held_between_redraws():
 def test_state_dict_round_trip():
     agent = _make()
     batch = synthetic_batch(32, 5, 7, 2)
-    agent.observe_reward(torch.ones(4), torch.zeros(4, dtype=torch.bool), torch.zeros(4, dtype=torch.bool))
+    agent.observe_step(torch.ones(4), torch.zeros(4, dtype=torch.bool), torch.zeros(4, dtype=torch.bool))
     for _ in range(3):
         agent.update(batch)
     clone = _make()
@@ -179,7 +177,7 @@ def test_an_ended_episode_ends_its_held_exploration_noise():
     terminated = torch.tensor([True, False, False, False])[: agent.num_envs]
     truncated = torch.tensor([False, False, True, False])[: agent.num_envs]
     agent.noise.remaining.fill_(5)  # every row would keep its draw for 5 more steps
-    agent.observe_reward(torch.zeros(agent.num_envs), terminated, truncated)
+    agent.observe_step(torch.zeros(agent.num_envs), terminated, truncated)
     assert agent.noise.remaining.tolist() == [0, 5, 0, 5][: agent.num_envs]
     agent.act(obs)
     redrawn = (agent.noise.noise != held).any(dim=1)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from unilab_gpu.rl.nstep import nstep_return
+from unilab_gpu.rl.replay import nstep_return
 
 
 def _reference(reward, terminated, truncated, gamma):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from unilab_gpu.rl.obs_norm import ObsNormalizer
+from unilab_gpu.rl.sac import ObsNormalizer
 
 
 def test_running_stats_match_full_data():

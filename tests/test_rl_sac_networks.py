@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from unilab_gpu.rl.sac_networks import SquashedGaussianActor, TwinCategoricalCritic, layer_norm_mlp
+from unilab_gpu.rl.sac import SquashedGaussianActor, TwinCategoricalCritic, layer_norm_mlp
 
 
 def test_actor_and_critic_shapes_and_layers():

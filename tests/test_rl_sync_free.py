@@ -9,10 +9,9 @@ import pytest
 import torch
 from rl_agent_helpers import synthetic_batch
 
-from unilab_gpu.rl.config import FlashSacConfig, SacConfig
-from unilab_gpu.rl.flashsac import FlashSacAgent
+from unilab_gpu.rl.flashsac import FlashSacAgent, FlashSacConfig
 from unilab_gpu.rl.replay import ReplayBuffer
-from unilab_gpu.rl.sac import SacAgent
+from unilab_gpu.rl.sac import SacAgent, SacConfig
 from unilab_gpu.utils.sync_audit import no_host_sync
 
 
@@ -35,7 +34,7 @@ def test_act_replay_and_update_do_no_host_sync(algo):
             reward = -action.square().sum(-1)
             replay.add(obs, critic_obs, action, reward, ended, ~ended, obs, critic_obs)
             if algo == "flashsac":
-                agent.observe_reward(reward, ended, ~ended)
+                agent.observe_step(reward, ended, ~ended)
                 agent.noise.reset(ended)
         sampled = replay.sample(16)
         for _ in range(2):  # one update with and one without the actor step

@@ -7,8 +7,7 @@ import torch
 
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.rl.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from unilab_gpu.rl.factory import TINY_CONFIGS, algo_config, make_agent
-from unilab_gpu.rl.trainer import Trainer, TrainerSettings
+from unilab_gpu.rl.trainer import TINY_CONFIGS, Trainer, TrainerSettings, algo_config, make_agent
 from unilab_gpu.utils.sync_audit import no_host_sync
 
 NUM_ENVS = 4
@@ -25,17 +24,10 @@ class RecordingLogger:
 
 def make_trainer(algo="flashsac", iterations=12, warmup=4, log_every=100, seed=0, **algo_overrides):
     env = make_env("pendulum", num_envs=NUM_ENVS, compile=False, seed=seed)
-    cfg = algo_config({**TINY[algo], "warmup_steps": warmup, **algo_overrides}, compile=False)
+    values = {**TINY[algo], "warmup_steps": warmup, "buffer_capacity_per_env": 32, **algo_overrides}
+    cfg = algo_config(values, compile=False)
     agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
-    settings = TrainerSettings(
-        iterations=iterations,
-        batch_size=cfg.batch_size,
-        updates_per_step=cfg.updates_per_step,
-        warmup_steps=cfg.warmup_steps,
-        buffer_capacity_per_env=32,
-        log_every=log_every,
-        seed=seed,
-    )
+    settings = TrainerSettings(iterations=iterations, log_every=log_every, seed=seed)
     logger = RecordingLogger()
     return Trainer(env, agent, settings, logger), logger  # type: ignore[arg-type]
 
@@ -104,7 +96,7 @@ def test_iterations_after_warmup_do_no_host_sync(algo):
     with no_host_sync():
         for _ in range(3):
             trainer.run_iteration()
-    assert trainer.agent.num_updates == trainer.settings.updates_per_step * (9 - 2 + 1)
+    assert trainer.agent.num_updates == trainer.algo.updates_per_step * (9 - 2 + 1)
 
 
 def test_checkpoint_round_trip_restores_networks_optimizers_and_counter(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.managers.reset_staging import ResetStaging
 from unilab_gpu.utils.sync_audit import no_host_sync
 
 QUIET = ["events.push=null"]
@@ -198,6 +199,33 @@ def test_velocity_tracking_errors_against_numpy(env) -> None:
     assert float(errors["yaw_rate_error"]) == pytest.approx(np.abs(command[:, 2] - qvel[:, 5]).mean(), rel=1e-5)
 
 
+def test_summary_reports_the_mean_per_step_velocity_errors(env) -> None:
+    """``velocity/*`` step means in ``stats.summary()``: per step, the mean over rows of the errors
+    against the state after physics (NumPy), averaged over the steps, summed without a host sync."""
+    rng = np.random.default_rng(5)
+    env.reset()
+    env.stats.clear()
+    cmd = env.command_manager.get("twist")
+    cmd.command.copy_(torch.tensor(rng.uniform(-1, 1, (env.num_envs, 3)), dtype=torch.float32))
+    cmd.time_left.fill_(100.0)  # no resample inside these steps: the command is the one set here
+    lin, yaw = [], []
+    for _ in range(3):
+        with no_host_sync():
+            env.step(torch.zeros(env.num_envs, env.action_dim))
+        c = cmd.command.numpy().astype(np.float64)
+        qpos, qvel = (t.numpy().astype(np.float64) for t in (env.sim.state.qpos, env.sim.state.qvel))
+        v_b = np.stack([_rot_inv(q[3:7], v[0:3]) for q, v in zip(qpos, qvel, strict=True)])
+        lin.append(np.linalg.norm(c[:, :2] - v_b[:, :2], axis=1).mean())
+        yaw.append(np.abs(c[:, 2] - qvel[:, 5]).mean())  # free joint: angular velocity in the body frame
+    summary = env.stats.summary()
+    assert summary["episode/count"] == 0  # no reset moved a row after its errors were taken
+    assert summary["velocity/lin_vel_error_mps"] == pytest.approx(float(np.mean(lin)), abs=1e-5)
+    assert summary["velocity/yaw_rate_error_radps"] == pytest.approx(float(np.mean(yaw)), abs=1e-5)
+    assert summary["velocity/lin_vel_error_mps"] > 0.1
+    env.stats.clear()
+    assert env.stats.summary()["velocity/lin_vel_error_mps"] == 0.0
+
+
 def test_command_timer_dead_zone_and_fixed_command(env) -> None:
     env.reset()
     cmd = env.command_manager.get("twist")
@@ -271,11 +299,12 @@ def test_command_update_and_curriculum_compiled_equal_eager(env) -> None:
     cmd = env.command_manager.get("twist")
     curriculum = next(t for t in env.event_manager.by_mode["reset"] if t.name == "penalty_curriculum").instance
     ids = torch.tensor([1, 4, env.num_envs, env.num_envs])
+    staging = ResetStaging(env.num_envs, ids, env.sim.mj_model.nq, env.sim.mj_model.nv)
     env.episode_length.copy_(torch.arange(100, 700, 100))
 
     def phase_fn():
         cmd.update(env)
-        cmd.reset(ids)
+        cmd.reset(staging)
         curriculum(env, ids)
 
     buffers = [
@@ -304,8 +333,7 @@ def test_command_update_and_curriculum_compiled_equal_eager(env) -> None:
 def test_reset_root_uniform_against_numpy(env) -> None:
     root = next(t for t in env.event_manager.by_mode["reset"] if t.name == "root_state")
     k = env.reset_capacity
-    env.reset_qpos.copy_(env.robot.default_qpos.expand_as(env.reset_qpos))
-    env.reset_qvel.zero_()
+    env.reset_staging.begin(env.robot.default_qpos)
     torch.manual_seed(3)
     pose = torch.rand(k, 6).numpy()
     vel = torch.rand(k, 6).numpy()
@@ -315,7 +343,7 @@ def test_reset_root_uniform_against_numpy(env) -> None:
     pose = lo_p + pose * (-2 * lo_p)
     vel = -0.5 + vel
     default = env.sim.mj_model.key("stand").qpos
-    qpos, qvel = env.reset_qpos.numpy(), env.reset_qvel.numpy()
+    qpos, qvel = env.reset_staging.qpos.numpy(), env.reset_staging.qvel.numpy()
     for i in range(k):
         offset, quat = np.zeros(4), np.zeros(4)
         mujoco.mju_euler2Quat(offset, pose[i, 3:], "XYZ")

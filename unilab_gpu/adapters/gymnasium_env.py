@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 
 
 class GymVectorEnv(gym.vector.VectorEnv):

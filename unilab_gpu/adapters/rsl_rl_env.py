@@ -24,7 +24,7 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
-from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 
 
 class RslRlVecEnv(VecEnv):

@@ -8,6 +8,10 @@ config of the first size; only ``num_envs`` differs between sizes); ``--plot`` a
 
 Example:
   unilab-bench --task g1_stand --num-envs 16 64 --device cpu --steps 50 --out bench.json --plot bench.png
+
+Under ``torchrun --nproc_per_node=N -m unilab_gpu.cli.bench ...`` every rank measures its own env
+on its own device (``cuda:LOCAL_RANK``) at the same time; rank 0 writes the report, whose rows
+add ``ranks`` (every rank's row) and ``total_env_steps_per_s`` (their sum).
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from unilab_gpu.envs.make_env import available_tasks
 from unilab_gpu.profiling.env_bench import bench_env
 from unilab_gpu.profiling.machine_info import machine_info
+from unilab_gpu.rl.distributed import DataParallel, launch_from_env, rank_device
 from unilab_gpu.sim.capture import capture_unsupported_reason
 from unilab_gpu.sim.device import VERBOSE_ENV, resolve_device
 
@@ -45,14 +52,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("--plot needs matplotlib (pip install matplotlib, or the dev extra)")
     if args.verbose:
         os.environ[VERBOSE_ENV] = "1"
+    launch = launch_from_env()
     try:
-        args.device = str(resolve_device(args.device))
+        args.device = str(resolve_device(args.device) if launch is None else rank_device(args.device, launch))
     except ValueError as error:
         raise SystemExit(f"--device: {error}") from None
     # Found out now, not after minutes of measuring.
     for option, path in (("--out", args.out), ("--plot", args.plot)):
         if path is not None and (problem := _unwritable(path)) is not None:
             raise SystemExit(f"{option}: cannot write {path}: {problem}")
+    dp = DataParallel.start(launch, torch.device(args.device)) if launch is not None else None
+    main_rank = dp is None or dp.is_main
     capture = not args.no_capture and capture_unsupported_reason(args.device) is None
     compile = not args.no_compile
     mode = "+".join(m for m, on in (("compiled", compile), ("captured", capture)) if on) or "eager"
@@ -74,8 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "results": [],
     }
     plot_error: str | None = None
-    for num_envs in _progress(args.num_envs):
-        print(f"unilab-bench: {args.task} x {num_envs} envs on {args.device} ({mode}) ...", flush=True)
+    for num_envs in _progress(args.num_envs) if main_rank else args.num_envs:
+        if main_rank:
+            print(f"unilab-bench: {args.task} x {num_envs} envs on {args.device} ({mode}) ...", flush=True)
         bench = bench_env(
             args.task,
             num_envs,
@@ -90,6 +101,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
         )
         row = bench.row
+        if dp is not None:  # every rank measured at once; rank 0 reports them all and their sum
+            ranks = dp.all_gather_object(row, "bench rows")
+            row = {**row, "ranks": ranks, "total_env_steps_per_s": sum(r["env_steps_per_s"] for r in ranks)}
+            if not main_rank:
+                continue
+            print(f"  {len(ranks)} ranks: {row['total_env_steps_per_s']:12,.0f} env-steps/s in total", flush=True)
         report["config"] = report["config"] or bench.config
         report["results"].append(row)
         print(
@@ -106,6 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             except Exception as error:  # the measurements matter more than the chart: keep going
                 plot_error = f"{type(error).__name__}: {error}"
                 print(f"unilab-bench: warning: --plot {args.plot} failed ({plot_error}); measuring on", file=sys.stderr)
+    if dp is not None:
+        dp.close()
+        if not main_rank:
+            return 0
     if plot_error is not None:
         print(f"wrote {args.out}; the plot failed: {plot_error}", file=sys.stderr)
         return 1

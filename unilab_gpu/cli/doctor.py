@@ -99,13 +99,12 @@ def check_task_step(task: str, device: torch.device, overrides: Sequence[str] = 
 
 def check_training_loop(algo: str, device: torch.device) -> Check:
     """Act, env step, replay add and updates of a tiny pendulum run under the host-sync audit."""
-    from unilab_gpu.rl.factory import TINY_CONFIGS, algo_config, make_agent
-    from unilab_gpu.rl.trainer import Trainer, TrainerSettings
+    from unilab_gpu.rl.trainer import TINY_CONFIGS, Trainer, TrainerSettings, algo_config, make_agent
 
     env = make_env("pendulum", num_envs=4, device=device, compile=False, capture=False, announce=False)
-    cfg = algo_config({**TINY_CONFIGS[algo], "warmup_steps": 2}, compile=False)
+    cfg = algo_config({**TINY_CONFIGS[algo], "warmup_steps": 2, "buffer_capacity_per_env": 16}, compile=False)
     agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
-    settings = TrainerSettings.from_algo(cfg, iterations=4, buffer_capacity_per_env=16, log_every=1000)
+    settings = TrainerSettings(iterations=4, log_every=1000)
     trainer = Trainer(env, agent, settings)
     trainer.train()  # warm-up and the first updates outside the audit
     iterations = 3

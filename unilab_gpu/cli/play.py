@@ -29,10 +29,9 @@ from pathlib import Path
 import torch
 
 from unilab_gpu.envs.make_env import make_env
-from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.rl.checkpoint import CheckpointError, load_checkpoint
-from unilab_gpu.rl.evaluate import agent_policy, evaluate
-from unilab_gpu.rl.factory import agent_from_checkpoint
+from unilab_gpu.rl.trainer import agent_from_checkpoint, agent_policy, evaluate
 from unilab_gpu.sim.device import resolve_device
 
 

@@ -10,10 +10,15 @@ Usage::
 The config is composed with Hydra's compose API: the working directory does not change and
 Hydra writes no output folder of its own. A run folder ``<run_root>/<task>/<algo>/<timestamp>/``
 receives the resolved ``config.yaml``, TensorBoard event files and ``checkpoint.pt``; it is created
-only once the config is valid and never reused by another run (``unilab_gpu.rl.run_folder``), and
+only once the config is valid and never reused by another run (``unilab_gpu.rl.checkpoint``), and
 a resume is checked against its checkpoint before anything is written
-(``unilab_gpu.rl.resume_check``). Ctrl-C finishes the current iteration, saves a checkpoint and
+(``unilab_gpu.rl.checkpoint``). Ctrl-C finishes the current iteration, saves a checkpoint and
 exits with status 130; a second Ctrl-C stops at once.
+
+Under ``torchrun --nproc_per_node=N -m unilab_gpu.cli.train ...`` every process trains one replica
+on its own device (``unilab_gpu.rl.distributed``): ``total_env_steps`` counts the fleet's env steps,
+``algo.batch_size`` is per rank, rank 0 alone writes the run folder, logs and checkpoints, and a
+failure of any rank stops every rank with status 1.
 """
 
 from __future__ import annotations
@@ -38,25 +43,33 @@ from unilab_gpu import __version__
 from unilab_gpu.cli.train_checks import check_train_config
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.paths import CONFIGS_DIR
-from unilab_gpu.rl.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, save_checkpoint, write_atomic
-from unilab_gpu.rl.config import run_updates
-from unilab_gpu.rl.factory import algo_config, make_agent
-from unilab_gpu.rl.logger import TrainLogger
-from unilab_gpu.rl.progress import Progress
-from unilab_gpu.rl.resume_check import built_mismatches, raise_on_mismatches, recorded_mismatches
-from unilab_gpu.rl.run_folder import (
+from unilab_gpu.rl.checkpoint import (
+    CHECKPOINT_NAME,
     CONFIG_NAME,
+    CheckpointError,
     RunFolderError,
     RunLock,
+    built_mismatches,
     create_run_folder,
+    load_checkpoint,
     open_run_folder,
+    raise_on_mismatches,
+    recorded_mismatches,
     resume_command,
+    save_checkpoint,
+    write_atomic,
 )
-from unilab_gpu.rl.trainer import Trainer, TrainerSettings
+from unilab_gpu.rl.distributed import DataParallel, FleetError, Launch, launch_from_env, rank_device
+from unilab_gpu.rl.logger import Progress, TrainLogger
+from unilab_gpu.rl.off_policy import run_updates
+from unilab_gpu.rl.trainer import Trainer, TrainerSettings, algo_config, make_agent
 from unilab_gpu.sim.device import resolve_device
 
 INTERRUPTED_EXIT_CODE = 130
 """Exit status after Ctrl-C (128 + SIGINT), as shells report an interrupted command."""
+
+FLEET_EXIT_CODE = 1
+"""Exit status of every rank of a data-parallel run that stopped because a rank failed."""
 
 
 class ConfigError(ValueError):
@@ -97,11 +110,12 @@ def _with_preset_task_overrides(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def resolve_auto(cfg: DictConfig) -> DictConfig:
-    """Fix the ``auto``/``null`` choices for this machine: ``device``, ``compile``, ``env.num_envs``."""
+def resolve_auto(cfg: DictConfig, launch: Launch | None = None) -> DictConfig:
+    """Fix the ``auto``/``null`` choices for this machine: ``device``, ``compile``, ``env.num_envs``
+    (in a torchrun ``launch``, a CUDA device is this rank's ``cuda:LOCAL_RANK``)."""
     cfg = cfg.copy()
     check_train_config(cfg)
-    cfg.device = str(resolve_device(cfg.device))
+    cfg.device = str(resolve_device(cfg.device) if launch is None else rank_device(str(cfg.device), launch))
     on_cuda = torch.device(cfg.device).type == "cuda"
     if cfg.compile == "auto":
         cfg.compile = on_cuda
@@ -140,12 +154,13 @@ def new_run_dir(cfg: DictConfig) -> tuple[Path, bool]:
 
 @dataclass
 class Run:
-    """A training run: its folder, config, trainer and the lock it holds on the folder."""
+    """A training run: its folder, config, trainer and the lock it holds on the folder (rank 0's
+    alone in a data-parallel run: the other ranks hold no lock, and know no folder of a new run)."""
 
-    run_dir: Path
+    run_dir: Path | None
     cfg: DictConfig
     trainer: Trainer
-    lock: RunLock
+    lock: RunLock | None
 
     def payload(self) -> dict:
         """The checkpoint dictionary: trainer state plus what a resume is checked against."""
@@ -170,22 +185,24 @@ def write_config(cfg: DictConfig, run_dir: Path) -> None:
     write_atomic(run_dir / CONFIG_NAME, lambda file: file.write(OmegaConf.to_yaml(cfg).encode()))
 
 
-def build_run(cfg: DictConfig, stream=None) -> Run:
+def build_run(cfg: DictConfig, stream=None, data_parallel: DataParallel | None = None) -> Run:
     """Env, agent, trainer and run folder for a resolved config (``resume`` restores state).
 
     Nothing is written before the config is valid: a new run folder appears (atomically, with
     its config and an iteration-0 checkpoint) once env and agent are built; a resume locks its
     folder, checks the config against the checkpoint and only then rewrites ``config.yaml``.
+    In a data-parallel run only rank 0 locks or writes anything; the others read the checkpoint.
     """
     lock, notes, checkpoint = None, [], None
-    if cfg.resume is not None:
+    main = data_parallel is None or data_parallel.is_main
+    if cfg.resume is not None and main:
         lock, notes = open_run_folder(Path(cfg.resume))
     try:
         if cfg.resume is not None:
             checkpoint = load_checkpoint(cfg.resume)
             plain = OmegaConf.to_container(cfg, resolve=True)
             raise_on_mismatches(cfg.resume, recorded_mismatches(checkpoint, plain, cfg.env.num_envs))
-        run = _build(cfg, checkpoint, lock, stream)
+        run = _build(cfg, checkpoint, lock, stream, data_parallel)
     except BaseException:
         if lock is not None:
             lock.release()
@@ -195,11 +212,15 @@ def build_run(cfg: DictConfig, stream=None) -> Run:
     return run
 
 
-def make_trainer(env, cfg: DictConfig, seed: int) -> Trainer:
+def make_trainer(env, cfg: DictConfig, seed: int, data_parallel: DataParallel | None = None) -> Trainer:
     """The trainer of ``cfg.algo``: SAC/FlashSAC's off-policy loop, or RSL-RL's PPO runner
-    (``algo=ppo``, :class:`~unilab_gpu.rl.ppo.PpoTrainer`, same interface)."""
+    (``algo=ppo``, :class:`~unilab_gpu.rl.ppo.PpoTrainer`, same interface). In a data-parallel
+    run the ``total_env_steps`` are shared by all ranks."""
     algo_values = OmegaConf.to_container(cfg.algo, resolve=True)
+    world = data_parallel.world_size if data_parallel is not None else 1
     if cfg.algo.name == "ppo":
+        if world > 1:
+            raise ConfigError("algo=ppo: data-parallel launches (torchrun) train SAC and FlashSAC only")
         try:
             from unilab_gpu.rl.ppo import PpoTrainer
         except ModuleNotFoundError as error:
@@ -212,27 +233,31 @@ def make_trainer(env, cfg: DictConfig, seed: int) -> Trainer:
             checkpoint_every=cfg.checkpoint_every,
         )
     agent_cfg = algo_config(algo_values, compile=cfg.compile)  # type: ignore[arg-type]
-    iterations = max(1, math.ceil(cfg.total_env_steps / env.num_envs))
+    iterations = max(1, math.ceil(cfg.total_env_steps / (env.num_envs * world)))
     if agent_cfg.learning_rate_decay_steps == 0:
         # The preset's "decay over the whole run": this run's update count, written into the run's
         # config (and so its checkpoint) so that play, export and a resume build the same schedule.
         agent_cfg = dataclasses.replace(agent_cfg, learning_rate_decay_steps=run_updates(agent_cfg, iterations))
         cfg.algo.learning_rate_decay_steps = agent_cfg.learning_rate_decay_steps
     agent = make_agent(agent_cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
-    settings = TrainerSettings.from_algo(
-        agent_cfg,
+    settings = TrainerSettings(
         iterations=iterations,
         log_every=cfg.log_every,
         checkpoint_every=cfg.checkpoint_every,
         seed=seed,
     )
-    return Trainer(env, agent, settings)
+    return Trainer(env, agent, settings, data_parallel=data_parallel)
 
 
-def _build(cfg: DictConfig, checkpoint: dict | None, lock: RunLock | None, stream) -> Run:
+def _build(
+    cfg: DictConfig, checkpoint: dict | None, lock: RunLock | None, stream, data_parallel: DataParallel | None
+) -> Run:
     start_iteration = checkpoint["trainer"]["iteration"] if checkpoint else 0
-    # A resumed run reseeds with an offset so it does not replay the first run's randomness.
-    seed = cfg.seed + start_iteration
+    # A resumed run reseeds with an offset so it does not replay the first run's randomness;
+    # every rank of a data-parallel run has its own seed (env, exploration, replay sampling).
+    rank = data_parallel.rank if data_parallel is not None else 0
+    main = rank == 0
+    seed = cfg.seed + start_iteration + rank
     env = make_env(
         cfg.task,
         num_envs=cfg.env.num_envs,
@@ -241,8 +266,9 @@ def _build(cfg: DictConfig, checkpoint: dict | None, lock: RunLock | None, strea
         seed=seed,
         compile=cfg.compile,
         capture=cfg.env.capture,
+        announce=main,
     )
-    trainer = make_trainer(env, cfg, seed)
+    trainer = make_trainer(env, cfg, seed, data_parallel)
     agent, settings = trainer.agent, trainer.settings
     if checkpoint is not None:
         # Listed with the algo keys that changed, which explain a network-shape mismatch.
@@ -250,8 +276,11 @@ def _build(cfg: DictConfig, checkpoint: dict | None, lock: RunLock | None, strea
         lines += built_mismatches(checkpoint, env.observation_dims, env.action_dim, agent.state_dict())
         raise_on_mismatches(cfg.resume, lines)
         trainer.load_state_dict(checkpoint["trainer"])
-        run_dir = Path(cfg.resume)
-        write_config(cfg, run_dir)
+        run_dir: Path | None = Path(cfg.resume)
+        if main:
+            write_config(cfg, run_dir)  # type: ignore[arg-type]
+    elif not main:
+        run_dir = None  # rank 0 names and writes the folder
     else:
         target, numbered = new_run_dir(cfg)
 
@@ -260,13 +289,16 @@ def _build(cfg: DictConfig, checkpoint: dict | None, lock: RunLock | None, strea
             save_checkpoint(folder / CHECKPOINT_NAME, Run(folder, cfg, trainer, None).payload())  # type: ignore[arg-type]
 
         run_dir, lock = create_run_folder(target, fill, numbered=numbered)
+    if not main:  # silent, and never writes: rank 0 logs the fleet's totals and checkpoints
+        trainer.logger = TrainLogger(None, None)
+        return Run(run_dir, cfg, trainer, None)
     try:
-        progress = Progress(settings.iterations, start_iteration, mode=cfg.progress, stream=stream)
+        progress = Progress(settings.iterations, trainer.iteration, mode=cfg.progress, stream=stream)
         trainer.logger = TrainLogger(run_dir, progress)
     except BaseException:
         lock.release()  # type: ignore[union-attr]
         raise
-    run = Run(run_dir, cfg, trainer, lock)  # type: ignore[arg-type]
+    run = Run(run_dir, cfg, trainer, lock)
     trainer.on_checkpoint = run.save
     return run
 
@@ -313,16 +345,19 @@ def sigint_deferred() -> Iterator[None]:
         previous(signum, None)
 
 
-def train(cfg: DictConfig, stream=None) -> int:
-    """Run a resolved config; returns the process exit status."""
+def train(cfg: DictConfig, stream=None, data_parallel: DataParallel | None = None) -> int:
+    """Run a resolved config; returns the process exit status (this rank's, data-parallel)."""
     out = stream if stream is not None else sys.stdout
-    run = build_run(cfg, stream=out)
+    run = build_run(cfg, stream=out, data_parallel=data_parallel)
     trainer, logger = run.trainer, run.trainer.logger
     env = trainer.env
+    main = data_parallel is None or data_parallel.is_main
+    world = trainer.world_size
     # One env step per env per iteration off-policy; a PPO iteration is a rollout of several.
-    total_steps = trainer.settings.iterations * env.num_envs * getattr(trainer, "steps_per_env", 1)
+    total_steps = trainer.settings.iterations * env.num_envs * world * getattr(trainer, "steps_per_env", 1)
+    ranks = f" on each of {world} ranks ({env.device.type})" if world > 1 else f" on {env.device}"
     logger.message(
-        f"unilab-train: {cfg.task} x {env.num_envs} envs on {env.device}, {cfg.algo.name}, "
+        f"unilab-train: {cfg.task} x {env.num_envs} envs{ranks}, {cfg.algo.name}, "
         f"{trainer.settings.iterations} iterations ({total_steps:,} env steps), "
         f"compile={cfg.compile}; run folder {run.run_dir}"
     )
@@ -331,13 +366,24 @@ def train(cfg: DictConfig, stream=None) -> int:
     try:
         with stop_on_sigint() as stop:
             finished = trainer.train(should_stop=lambda: stop[0])
-            path = run.save()
+            path = run.save() if main else None
     except KeyboardInterrupt:  # second Ctrl-C: the state may be mid-update, so do not save it
-        print(f"\nstopped; last checkpoint in {run.run_dir}\ncontinue with: {resume_command(run.run_dir)}", file=out)
+        if main:
+            print(
+                f"\nstopped; last checkpoint in {run.run_dir}\ncontinue with: {resume_command(run.run_dir)}", file=out
+            )
         return INTERRUPTED_EXIT_CODE
+    except FleetError as error:  # a rank failed: this one stops without saving, the last checkpoint stays
+        print(f"unilab-train: {error}", file=sys.stderr)
+        if main:
+            print(f"last checkpoint in {run.run_dir}\ncontinue with: {resume_command(run.run_dir)}", file=out)
+        return FLEET_EXIT_CODE
     finally:
         logger.close()
-        run.lock.release()
+        if run.lock is not None:
+            run.lock.release()
+    if not main:
+        return 0 if finished else INTERRUPTED_EXIT_CODE
     if not finished:
         print(
             f"interrupted at iteration {trainer.iteration}; checkpoint saved to {path}\n"
@@ -364,16 +410,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nDefaults ({CONFIGS_DIR / 'train.yaml'}):\n")
         print(OmegaConf.to_yaml(compose_train_config()))
         return 0
+    launch = launch_from_env()
+    where = f"rank {launch.rank}: " if launch is not None else ""
+    data_parallel = None
     try:
         resume = next((a.split("=", 1)[1] for a in args if a.startswith("resume=")), None)
         cfg = resume_config(resume, args) if resume not in (None, "null") else compose_train_config(args)
-        return train(resolve_auto(cfg))
+        cfg = resolve_auto(cfg, launch)
+        if launch is not None:
+            data_parallel = DataParallel.start(launch, torch.device(cfg.device))
+        return train(cfg, data_parallel=data_parallel)
     except (ConfigError, CheckpointError, RunFolderError, ValueError) as error:
-        print(f"unilab-train: error: {error}", file=sys.stderr)
+        print(f"unilab-train: {where}error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("\nunilab-train: interrupted before training started", file=sys.stderr)
+        print(f"\nunilab-train: {where}interrupted before training started", file=sys.stderr)
         return INTERRUPTED_EXIT_CODE
+    except Exception as error:
+        if launch is not None:  # the traceback follows; the other ranks stop at their next collective
+            print(f"unilab-train: {where}{type(error).__name__}: {error}; every rank stops", file=sys.stderr)
+        raise
+    finally:
+        if data_parallel is not None:
+            data_parallel.close()
 
 
 if __name__ == "__main__":

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Sequence
 
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.errors import HydraException
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from unilab_gpu import list_tasks
 from unilab_gpu.envs.env_cfg import EnvCfg, typed_terms
-from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.paths import CONFIGS_DIR
 
 SCHEMA_NAME = "env_cfg_schema"
@@ -37,20 +40,51 @@ def load_task_cfg(task: str, overrides: Sequence[str] = ()) -> EnvCfg:
     # Registered when a config is loaded, not at import: storing the same node again is a no-op.
     ConfigStore.instance().store(name=SCHEMA_NAME, node=EnvCfg)
     try:
-        # Compose without changing the working directory or creating an output folder.
-        with initialize_config_dir(config_dir=str(CONFIGS_DIR / "task"), version_base=None):
-            cfg = compose(config_name=task, overrides=list(overrides))
-        env_cfg: EnvCfg = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+        env_cfg: EnvCfg = OmegaConf.to_object(_compose(task, overrides))  # type: ignore[assignment]
     except (HydraException, OmegaConfBaseException) as error:
         cause = error.__cause__ if isinstance(error.__cause__, OmegaConfBaseException) else error
         key = getattr(cause, "full_key", None)
         message = " ".join(str(cause).split("\n")[0].split())
         where = f" at '{key}'" if key else ""
-        raise ValueError(f"task '{task}': bad config{where}: {message}") from None
+        hint = _override_hint(task, overrides, key, message)
+        raise ValueError(f"task '{task}': bad config{where}: {message}{hint}") from None
     try:
         return typed_terms(env_cfg)
     except ValueError as error:
         raise ValueError(f"task '{task}': {error}") from None
+
+
+def _compose(task: str, overrides: Sequence[str]) -> DictConfig:
+    # Without changing the working directory or creating an output folder.
+    with initialize_config_dir(config_dir=str(CONFIGS_DIR / "task"), version_base=None):
+        return compose(config_name=task, overrides=list(overrides))
+
+
+def _override_hint(task: str, overrides: Sequence[str], key: str | None, message: str) -> str:
+    """How to fix an override Hydra refused: the close names of a misspelled key, the ``+`` that
+    adds a key the YAML does not write, or the ``+`` too many for a key it does write."""
+    if key is None:
+        present = re.search(r"An item is already at '([^']+)'", message)
+        return f" ('{present[1]}' is in the config already: set it without the '+')" if present else ""
+    unknown_in_mapping = "is not in struct" in message  # a plain mapping (term tables, params)
+    if not unknown_in_mapping and not re.search(r"not in '\w+'", message):  # nor a schema field
+        return ""
+    override = next((o for o in overrides if _override_key(o) == key or _override_key(o).startswith(f"{key}.")), None)
+    if override is None:
+        return ""
+    parent, _, name = key.rpartition(".")
+    base = _compose(task, ())
+    node = OmegaConf.select(base, parent) if parent else base
+    siblings = [str(k) for k in node] if isinstance(node, DictConfig) else []
+    close = [f"'{parent}.{c}'" if parent else f"'{c}'" for c in difflib.get_close_matches(name, siblings, n=3)]
+    hints = [f"did you mean {' or '.join(close)}?"] if close else []
+    if unknown_in_mapping:  # '+' adds a key there; a schema's dataclass takes no new fields
+        hints.append(f"to add a key the YAML does not write, prefix the override with '+': '+{override.lstrip('+')}'")
+    return f" ({'; '.join(hints)})" if hints else ""
+
+
+def _override_key(override: str) -> str:
+    return override.partition("=")[0].lstrip("+~")
 
 
 def make_env(
@@ -58,6 +92,8 @@ def make_env(
     num_envs: int | None = None,
     device: str = "cpu",
     overrides: Sequence[str] = (),
+    *,
+    seed: int = 0,
     **env_kwargs,
 ) -> ManagerBasedRlEnv:
     """Build the env for ``task`` (a file name in ``configs/task/``).
@@ -65,7 +101,14 @@ def make_env(
     Args:
       num_envs: overrides the config's ``num_envs``.
       overrides: Hydra overrides of the task config.
-      env_kwargs: ``seed``, ``compile``, ``capture``, ``debug``, ``deterministic``, ``verbose``,
+      seed: seeds torch's generators (``torch.manual_seed``) before the env is built. Every
+        random draw of the env, at construction and in the step, comes from the default
+        generator of its device (CUDA graphs and ``torch.compile`` both handle that one), so
+        a seed makes the whole run reproducible; two envs in one process share that stream.
+      env_kwargs: ``compile``, ``capture``, ``debug``, ``deterministic``, ``verbose``,
         ``announce`` (see ``ManagerBasedRlEnv``).
     """
-    return ManagerBasedRlEnv(load_task_cfg(task, overrides), num_envs, device, name=task, **env_kwargs)
+    cfg = load_task_cfg(task, overrides)
+    # Seeding is the caller's choice of a process-wide stream, not the env's: the env only draws.
+    torch.manual_seed(seed)
+    return ManagerBasedRlEnv(cfg, num_envs, device, name=task, **env_kwargs)

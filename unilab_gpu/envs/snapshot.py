@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 
 _PROJECT = "unilab_gpu."
 

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from unilab_gpu.envs.make_env import make_env
-from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.export.metadata import deployment_metadata
 from unilab_gpu.export.onnx_policy import POLICY_FILE, write_onnx
 from unilab_gpu.export.policy import deterministic_policy
 from unilab_gpu.rl.checkpoint import load_checkpoint, resolve_checkpoint
-from unilab_gpu.rl.factory import agent_from_checkpoint
+from unilab_gpu.rl.trainer import agent_from_checkpoint
 
 
 def export_agent(

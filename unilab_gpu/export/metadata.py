@@ -21,7 +21,7 @@ from typing import Any
 
 import mujoco
 
-from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 
 METADATA_VERSION = 1
 """Stored as ``metadata_version``; bumped when a key changes meaning."""
@@ -36,7 +36,7 @@ def deployment_metadata(
     actions = env.action_manager
     actuators = actions.ctrl_cols.tolist()
     joint_names = [env.sim.joint_names[int(m.actuator_trnid[a, 0])] for a in actuators]
-    joint_cols = env.robot.joint_ids(joint_names)
+    joint_cols = env.robot.joint_columns(joint_names)
     stiffness, damping, effort = [], [], []
     for a in actuators:
         is_position = int(m.actuator_biastype[a]) == int(mujoco.mjtBias.mjBIAS_AFFINE)

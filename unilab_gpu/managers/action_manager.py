@@ -9,9 +9,10 @@ import torch
 
 from unilab_gpu.managers.row_buffers import rows_with_dummy
 from unilab_gpu.managers.term_cfg import ActionCfg
+from unilab_gpu.utils.ranges import clamp_to
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.managers.env_view import EnvView
 
 ACTION_KINDS = ("joint_position", "actuator_ctrl")
 
@@ -35,7 +36,7 @@ class ActionManager:
     must end up bounded.
     """
 
-    def __init__(self, cfg: ActionCfg, env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: ActionCfg, env: EnvView) -> None:
         if cfg.kind not in ACTION_KINDS:
             raise ValueError(f"actions.kind must be one of {ACTION_KINDS}, got '{cfg.kind}'")
         sim, device, n = env.sim, env.device, env.num_envs
@@ -58,7 +59,7 @@ class ActionManager:
             joint_cols = []
             for a in actuators:
                 joint_name = sim.joint_names[int(m.actuator_trnid[a, 0])]
-                joint_cols.append(env.robot.joint_ids([joint_name])[0])
+                joint_cols.append(env.robot.joint_columns([joint_name])[0])
             cols = torch.tensor(joint_cols, dtype=torch.int64, device=device)
             self.offset = env.robot.default_joint_pos[cols].clone()
             self.limits = env.robot.joint_limits[cols].clone()
@@ -132,11 +133,11 @@ class ActionManager:
         self.non_finite_rows.copy_((~finite).any(dim=1))
         self.non_finite_count.add_(self.non_finite_rows.to(torch.int64))
         action = torch.where(finite, raw, torch.zeros_like(raw))
-        action = torch.maximum(torch.minimum(action, self.action_high), self.action_low)
+        action = clamp_to(action, self.action_low, self.action_high)
         self.prev_action.copy_(self.last_action)
         self.last_action.copy_(action)
         target = self.offset + torch.where(action >= 0, self.scale, self.scale_negative) * action
-        target = torch.maximum(torch.minimum(target, self.limits[:, 1]), self.limits[:, 0])
+        target = clamp_to(target, self.limits[:, 0], self.limits[:, 1])
         self._ctrl.index_copy_(1, self.ctrl_cols, target)
 
     def reset(self, env_ids: torch.Tensor) -> None:

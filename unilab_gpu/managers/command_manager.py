@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from unilab_gpu.managers.term import Term
 from unilab_gpu.managers.term_cfg import CommandTermCfg
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.managers.env_view import EnvView
+    from unilab_gpu.managers.reset_staging import ResetStaging
 
 
 class CommandManager:
-    """Command terms are classes with ``update(env)``, ``reset(env_ids)`` and a ``command`` tensor."""
+    """Command terms are classes with ``update(env)`` (every step, after physics) and
+    ``reset(staging)`` (the rows being reset, a ``ResetStaging``: start their commands at
+    ``staging.env_ids``; a command that decides the robot's start, like a motion reference,
+    overwrites ``staging.qpos`` / ``qvel``, which the reset events then edit)."""
 
-    def __init__(self, cfg: dict[str, CommandTermCfg | None], env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: dict[str, CommandTermCfg | None], env: EnvView) -> None:
         self.terms: dict[str, Term] = {}
         for name, c in cfg.items():
             if c is None:
@@ -33,10 +35,11 @@ class CommandManager:
             raise KeyError(f"no command term '{name}'; configured: {list(self.terms)}")
         return self.terms[name].instance
 
-    def update(self, env: ManagerBasedRlEnv) -> None:
+    def update(self, env: EnvView) -> None:
         for term in self.terms.values():
             term.instance.update(env)
 
-    def reset(self, env_ids: torch.Tensor) -> None:
+    def reset(self, staging: ResetStaging) -> None:
+        """Step 2 of ``managers.reset_staging``: every command term, in configured order."""
         for term in self.terms.values():
-            term.reset(env_ids)
+            term.instance.reset(staging)

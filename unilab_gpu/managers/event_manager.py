@@ -10,7 +10,8 @@ from unilab_gpu.managers.term import Term
 from unilab_gpu.managers.term_cfg import EventTermCfg
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.managers.env_view import EnvView
+    from unilab_gpu.managers.reset_staging import ResetStaging
 
 EVENT_MODES = ("startup", "reset", "interval")
 
@@ -18,14 +19,16 @@ EVENT_MODES = ("startup", "reset", "interval")
 class EventManager:
     """Calls event terms by mode.
 
-    ``startup`` and ``reset`` terms are called as ``f(env, env_ids)`` (ids padded with
-    ``num_envs`` for reset); reset terms edit the reset staging state ``env.reset_qpos`` /
-    ``env.reset_qvel`` of the rows being reset. ``interval`` terms are called as
+    ``startup`` and ``reset`` terms are called as ``f(env, env_ids)``: every row at startup, the
+    rows being reset (``env.reset_staging.env_ids``, padded with ``num_envs``) at reset. Reset
+    terms run after the command terms' resets and edit the staged state
+    ``env.reset_staging.qpos`` / ``qvel`` (slot ``i`` is row ``env_ids[i]``) on top of what the
+    commands staged, or randomize the model fields of those rows. ``interval`` terms are called as
     ``f(env, mask)`` every step with ``mask`` the ``(num_envs,)`` rows whose timer expired, and
     must act only on those rows (``torch.where``), so the step keeps a static shape.
     """
 
-    def __init__(self, cfg: dict[str, EventTermCfg | None], env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: dict[str, EventTermCfg | None], env: EnvView) -> None:
         self.by_mode: dict[str, list[Term]] = {mode: [] for mode in EVENT_MODES}
         self.intervals: list[tuple[float, float]] = []
         for name, c in cfg.items():
@@ -50,16 +53,17 @@ class EventManager:
         if self.intervals:
             self.time_left.copy_(self._draw(n))
 
-    def apply_startup(self, env: ManagerBasedRlEnv) -> None:
+    def apply_startup(self, env: EnvView) -> None:
         ids = torch.arange(env.num_envs, device=env.device)
         for term in self.by_mode["startup"]:
             term(env, ids)
 
-    def apply_reset(self, env: ManagerBasedRlEnv, env_ids: torch.Tensor) -> None:
+    def apply_reset(self, env: EnvView, staging: ResetStaging) -> None:
+        """Run the reset terms on the staged rows (step 3 of ``managers.reset_staging``)."""
         for term in self.by_mode["reset"]:
-            term(env, env_ids)
+            term(env, staging.env_ids)
 
-    def apply_interval(self, env: ManagerBasedRlEnv) -> None:
+    def apply_interval(self, env: EnvView) -> None:
         if not self.intervals:
             return
         self.time_left.sub_(self.step_dt)

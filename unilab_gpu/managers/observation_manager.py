@@ -11,7 +11,7 @@ from unilab_gpu.managers.term import Term
 from unilab_gpu.managers.term_cfg import NoiseCfg, ObservationGroupCfg, ObservationTermCfg
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.managers.env_view import EnvView
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class ObservationGroup:
     their history filled with the current value instead.
     """
 
-    def __init__(self, name: str, cfg: ObservationGroupCfg, env: ManagerBasedRlEnv) -> None:
+    def __init__(self, name: str, cfg: ObservationGroupCfg, env: EnvView) -> None:
         self.name = name
         self.terms: list[Term] = []
         self.cfgs: list[ObservationTermCfg] = []
@@ -72,7 +72,7 @@ class ObservationGroup:
     def term_names(self) -> list[str]:
         return [t.name for t in self.terms]
 
-    def evaluate(self, env: ManagerBasedRlEnv) -> None:
+    def evaluate(self, env: EnvView) -> None:
         """Compute every term's newest (noisy, clipped, scaled) value into the scratch buffer."""
         for term, cfg, layout in zip(self.terms, self.cfgs, self.layouts, strict=True):
             value = term(env).reshape(env.num_envs, layout.dim)
@@ -109,7 +109,7 @@ class ObservationGroup:
 class ObservationManager:
     """All observation groups, with ``obs`` and ``final_obs`` buffers per group."""
 
-    def __init__(self, cfg: dict[str, ObservationGroupCfg], env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: dict[str, ObservationGroupCfg], env: EnvView) -> None:
         if not cfg:
             raise ValueError("observations: at least one group (e.g. 'policy') is required")
         self.groups = {name: ObservationGroup(name, group, env) for name, group in cfg.items()}
@@ -124,16 +124,16 @@ class ObservationManager:
     def group_dims(self) -> dict[str, int]:
         return {name: g.dim for name, g in self.groups.items()}
 
-    def compute_final(self, env: ManagerBasedRlEnv) -> None:
+    def compute_final(self, env: EnvView) -> None:
         """Pre-reset pass: ``final_obs`` = last step's history advanced by this step's values."""
         for name, group in self.groups.items():
             group.evaluate(env)
             group.write(self.final_obs[name], self.obs[name], None)
 
-    def compute(self, env: ManagerBasedRlEnv, reset_rows: torch.Tensor, after_final: bool) -> None:
+    def compute(self, env: EnvView, reset_mask: torch.Tensor, after_final: bool) -> None:
         """Post-reset pass into ``obs``.
 
-        Rows in ``reset_rows`` (``(num_envs,)`` bool) restart their history from the new episode's
+        Rows in ``reset_mask`` (``(num_envs,)`` bool) restart their history from the new episode's
         first value. Other rows take ``final_obs`` when it was computed this step (their state did
         not change since), else last step's history advanced by the current values.
         """
@@ -141,10 +141,10 @@ class ObservationManager:
             group.evaluate(env)
             if after_final:
                 scratch, final = self._scratch[name], self.final_obs[name]
-                group.write(scratch, final, reset_rows)
-                self.obs[name].copy_(torch.where(reset_rows[:, None], scratch, final))
+                group.write(scratch, final, reset_mask)
+                self.obs[name].copy_(torch.where(reset_mask[:, None], scratch, final))
             else:
-                group.write(self.obs[name], self.obs[name], reset_rows)
+                group.write(self.obs[name], self.obs[name], reset_mask)
 
 
 def _noise(cfg: NoiseCfg, like: torch.Tensor) -> torch.Tensor:

@@ -11,13 +11,13 @@ from unilab_gpu.managers.term import Term
 from unilab_gpu.managers.term_cfg import RewardTermCfg
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.managers.env_view import EnvView
 
 
 class RewardManager:
     """Evaluates the reward terms and keeps each row's running per-term episode sums."""
 
-    def __init__(self, cfg: dict[str, RewardTermCfg | None], env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: dict[str, RewardTermCfg | None], env: EnvView) -> None:
         self.terms = [Term(name, c, env, f"rewards.{name}") for name, c in cfg.items() if c is not None]
         n, device = env.num_envs, env.device
         self.weights = torch.tensor([t.cfg.weight for t in self.terms], dtype=torch.float32, device=device)
@@ -33,7 +33,7 @@ class RewardManager:
     def term_names(self) -> list[str]:
         return [t.name for t in self.terms]
 
-    def compute(self, env: ManagerBasedRlEnv, invalid: torch.Tensor) -> torch.Tensor:
+    def compute(self, env: EnvView, invalid: torch.Tensor) -> torch.Tensor:
         """This step's reward; ``invalid`` (num_envs,) bool rows (state non-finite or outside the
         divergence envelope) earn 0, so their blow-up reaches neither the reward nor the episode sums."""
         for i, term in enumerate(self.terms):

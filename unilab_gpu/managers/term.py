@@ -12,16 +12,20 @@ import torch
 from unilab_gpu.managers.term_cfg import TermCfg
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.managers.env_view import EnvView
 
-# params suffix -> (resolved param name, resolver on the env)
-_NAME_PARAMS = {
+NAME_PARAMS: dict[str, tuple[str, Callable[[EnvView, list[str]], list[int]]]] = {
     "body_names": ("body_ids", lambda env, v: env.sim.body_ids(v)),
-    "joint_names": ("joint_ids", lambda env, v: env.robot.joint_ids(v)),
+    "joint_names": ("joint_cols", lambda env, v: env.robot.joint_columns(v)),
     "site_names": ("site_ids", lambda env, v: env.sim.site_ids(v)),
     "geom_names": ("geom_ids", lambda env, v: env.sim.geom_ids(v)),
     "sensor_names": ("sensor_cols", lambda env, v: _sensor_columns(env, v)),
 }
+"""YAML parameter -> (the term's parameter, its resolver): a term configured with
+``params.body_names`` is called with ``body_ids``, an int64 index tensor (see ``term_cfg``)."""
+
+_YAML_KEY = {resolved: key for key, (resolved, _) in NAME_PARAMS.items()}
+"""The term's parameter -> the YAML key that fills it (other parameters are their own key)."""
 
 
 def resolve_callable(path: str, where: str) -> Callable:
@@ -46,9 +50,7 @@ def resolve_callable(path: str, where: str) -> Callable:
 class Term:
     """One configured term, ready for the hot path: ``term(env)`` and ``term.reset(env_ids)``."""
 
-    def __init__(
-        self, name: str, cfg: TermCfg, env: ManagerBasedRlEnv, where: str, call_args: tuple[str, ...] = ()
-    ) -> None:
+    def __init__(self, name: str, cfg: TermCfg, env: EnvView, where: str, call_args: tuple[str, ...] = ()) -> None:
         """Args:
         call_args: names of the positional arguments passed after ``env`` on every call
           (events get ``env_ids`` or ``mask``), used to check the configured params.
@@ -58,16 +60,17 @@ class Term:
         target = resolve_callable(cfg.func, f"{where}.func")
         params = resolve_params(dict(cfg.params), env, f"{where}.params")
         if inspect.isclass(target):
+            _check_params(target, cfg.func, params, (), f"{where}.params")
             self._fn: Callable[..., Any] = target(env, **params)
             self._params: dict[str, Any] = {}
             self._reset = getattr(self._fn, "reset", None)
         else:
-            _check_signature(target, params, call_args, f"{where}.params")
+            _check_params(target, cfg.func, params, call_args, f"{where}.params")
             self._fn = target
             self._params = params
             self._reset = None
 
-    def __call__(self, env: ManagerBasedRlEnv, *args: Any) -> torch.Tensor:
+    def __call__(self, env: EnvView, *args: Any) -> torch.Tensor:
         return self._fn(env, *args, **self._params)
 
     def reset(self, env_ids: torch.Tensor) -> None:
@@ -81,9 +84,9 @@ class Term:
         return self._fn
 
 
-def resolve_params(params: dict[str, Any], env: ManagerBasedRlEnv, where: str) -> dict[str, Any]:
-    """Replace ``*_names`` entries by int64 index tensors on the env's device."""
-    for key, (resolved, lookup) in _NAME_PARAMS.items():
+def resolve_params(params: dict[str, Any], env: EnvView, where: str) -> dict[str, Any]:
+    """Replace ``*_names`` entries by int64 index tensors on the env's device (``NAME_PARAMS``)."""
+    for key, (resolved, lookup) in NAME_PARAMS.items():
         if key in params:
             names = params.pop(key)
             try:
@@ -94,16 +97,39 @@ def resolve_params(params: dict[str, Any], env: ManagerBasedRlEnv, where: str) -
     return params
 
 
-def _check_signature(fn: Callable, params: dict[str, Any], call_args: tuple[str, ...], where: str) -> None:
-    signature = inspect.signature(fn)
-    try:
-        signature.bind(None, *call_args, **params)
-    except TypeError as error:
-        accepted = [p for p in list(signature.parameters)[1 + len(call_args) :]]
-        raise ValueError(f"{where}: {error} (accepted: {accepted})") from None
+def _check_params(fn: Callable, path: str, params: dict[str, Any], call_args: tuple[str, ...], where: str) -> None:
+    """Check ``params`` (resolved) against ``fn(env, *call_args, **params)``; errors name the YAML
+    keys the user writes (``body_names``, not the ``body_ids`` it becomes) and how to fix them.
+
+    Args:
+      path: the configured ``func``, named in errors.
+      where: the config key path of the params (``rewards.upright.params``).
+    """
+    takes = list(inspect.signature(fn).parameters.values())[1 + len(call_args) :]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in takes):
+        return
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    named = [p for p in takes if p.kind in keyword]
+    accepted = [_YAML_KEY.get(p.name, p.name) for p in named]
+    for key in params:
+        if key not in {p.name for p in named}:
+            yaml_key = _YAML_KEY.get(key, key)
+            becomes = f" (which becomes '{key}')" if yaml_key != key else ""
+            raise ValueError(
+                f"{where}: unexpected keyword '{yaml_key}'{becomes}: '{path}' accepts {accepted}; "
+                f"remove '{where}.{yaml_key}' or correct its name"
+            )
+    for p in named:
+        if p.default is inspect.Parameter.empty and p.name not in params:
+            yaml_key = _YAML_KEY.get(p.name, p.name)
+            becomes = f" (passed as '{p.name}')" if yaml_key != p.name else ""
+            raise ValueError(
+                f"{where}: missing '{yaml_key}'{becomes}, which '{path}' requires; set it in the task YAML "
+                f"or add it with the override '+{where}.{yaml_key}=...'"
+            )
 
 
-def _sensor_columns(env: ManagerBasedRlEnv, names: list[str]) -> list[int]:
+def _sensor_columns(env: EnvView, names: list[str]) -> list[int]:
     columns: list[int] = []
     for sensor_id in env.sim.sensor_ids(names):
         cols = env.sim.sensor_slice(env.sim.sensor_names[sensor_id])

@@ -3,14 +3,23 @@
 A term names a function ``f(env, **params) -> Tensor`` or a class by dotted path
 (``"unilab_gpu.envs.mdp.rewards:joint_vel_l2"`` or ``"unilab_gpu.envs.mdp.rewards.joint_vel_l2"``).
 A class term is built once as ``cls(env, **params)``, called as ``term(env)`` every step and
-``term.reset(env_ids)`` for rows that start a new episode.
+``term.reset(env_ids)`` for rows that start a new episode. ``env`` is a ``managers.env_view.EnvView``.
 
 Parameters whose names end in ``_names`` are resolved to indices when the manager is built, so
-the hot path never sees a string: ``body_names`` -> ``body_ids`` (MuJoCo body ids),
-``joint_names`` -> ``joint_ids`` (columns of ``env.robot.joint_pos``), ``site_names`` ->
-``site_ids``, ``geom_names`` -> ``geom_ids``, ``sensor_names`` -> ``sensor_cols`` (columns of
-``sensordata``), all int64 tensors on the env's device. Entries are names or full-match regular
-expressions; unknown ones fail with the closest matches.
+the hot path never sees a string; the term function takes the resolved name
+(``managers.term.NAME_PARAMS``):
+
+| YAML ``params`` key | the function's argument | what it holds |
+|---|---|---|
+| ``body_names`` | ``body_ids`` | MuJoCo body ids |
+| ``joint_names`` | ``joint_cols`` | columns of ``env.robot.joint_pos`` / ``joint_vel`` |
+| ``site_names`` | ``site_ids`` | MuJoCo site ids |
+| ``geom_names`` | ``geom_ids`` | MuJoCo geom ids |
+| ``sensor_names`` | ``sensor_cols`` | columns of ``sensordata`` |
+
+all int64 tensors on the env's device. Entries are names or full-match regular expressions;
+unknown ones fail with the closest matches. A missing or unexpected parameter fails naming the
+YAML key.
 """
 
 from __future__ import annotations

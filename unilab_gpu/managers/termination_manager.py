@@ -10,13 +10,13 @@ from unilab_gpu.managers.term import Term
 from unilab_gpu.managers.term_cfg import TerminationTermCfg
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.managers.env_view import EnvView
 
 
 class TerminationManager:
     """``terminated`` = any non-time-out term; ``truncated`` = any time-out term and not terminated."""
 
-    def __init__(self, cfg: dict[str, TerminationTermCfg | None], env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: dict[str, TerminationTermCfg | None], env: EnvView) -> None:
         self.terms = [Term(name, c, env, f"terminations.{name}") for name, c in cfg.items() if c is not None]
         n, device = env.num_envs, env.device
         self.time_out = torch.tensor([t.cfg.time_out for t in self.terms], dtype=torch.bool, device=device)
@@ -29,7 +29,7 @@ class TerminationManager:
     def term_names(self) -> list[str]:
         return [t.name for t in self.terms]
 
-    def compute(self, env: ManagerBasedRlEnv, non_finite: torch.Tensor) -> None:
+    def compute(self, env: EnvView, non_finite: torch.Tensor) -> None:
         """Evaluate the terms; ``non_finite`` (num_envs,) bool rows always terminate."""
         for i, term in enumerate(self.terms):
             self.term_flags[:, i] = term(env)

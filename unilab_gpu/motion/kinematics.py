@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from unilab_gpu.paths import robot_asset
+from unilab_gpu.sim.joints import SCALAR_JOINT_TYPES, has_free_root
 from unilab_gpu.utils.rotations import quat_apply_inverse
 
 
@@ -33,10 +34,9 @@ class RobotKinematics:
     """
 
     def __init__(self, model: mujoco.MjModel) -> None:
-        if model.njnt < 1 or model.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE:
+        if not has_free_root(model):
             raise ValueError("RobotKinematics needs a model whose first joint is a free joint")
-        hinge_like = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
-        if any(int(model.jnt_type[j]) not in hinge_like for j in range(1, model.njnt)):
+        if any(int(model.jnt_type[j]) not in SCALAR_JOINT_TYPES for j in range(1, model.njnt)):
             raise ValueError("RobotKinematics supports one free joint followed by 1-dof joints only")
         self.model = model
         self._data = mujoco.MjData(model)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 
 
 def forced_resets_override(rows_per_step: int) -> str:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from unilab_gpu.envs.manager_based_env import STEP_PHASES
+from unilab_gpu.envs.manager_based_rl_env import STEP_PHASES
 from unilab_gpu.profiling.phase_clock import make_phase_clock
 from unilab_gpu.profiling.phase_profile import PhaseProfile
 from unilab_gpu.profiling.physics_timer import PhysicsTimer
@@ -36,7 +36,7 @@ from unilab_gpu.profiling.step_timer import StepTimer
 from unilab_gpu.sim.capture import CudaGraph, capture_unsupported_reason
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 
 
 class PhaseProfiler:

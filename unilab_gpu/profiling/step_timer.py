@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 
 
 class StepTimer:

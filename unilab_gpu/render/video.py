@@ -14,7 +14,7 @@ import imageio.v3 as iio
 import mujoco
 import numpy as np
 
-from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.render.offscreen import OffscreenRenderer
 
 

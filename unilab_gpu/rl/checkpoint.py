@@ -9,13 +9,20 @@ checkpoint intact, never a half-written one.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import shlex
+import shutil
+import socket
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import torch
+
+from unilab_gpu import __version__
 
 FORMAT_VERSION = 1
 """Stored under ``"format_version"``; bumped when the layout of the dictionary changes."""
@@ -99,3 +106,269 @@ def load_checkpoint(path: str | os.PathLike, map_location: torch.device | str = 
         found = payload.get("format_version") if isinstance(payload, dict) else type(payload).__name__
         raise CheckpointError(f"checkpoint {file}: expected format_version {FORMAT_VERSION}, found {found!r}")
     return payload
+
+
+# ================================================================================================
+# Run folders: created whole or not at all, never shared by two runs, locked while in use.
+#
+# A new run folder is assembled under a hidden staging name beside its target (``config.yaml``
+# and the iteration-0 checkpoint written, the lock taken) and then renamed into place. A rename
+# onto a folder that is not empty fails, so a new run can never write into a folder that holds
+# another run, two trainers racing for one folder cannot both win, and a start that fails or is
+# killed leaves no half-made run folder under the target name.
+#
+# A trainer holds an exclusive ``flock`` on ``trainer.lock`` in its run folder for as long as it
+# runs. The kernel drops the lock when the process dies, however it dies, so a lock file that
+# still names a process but is not locked is stale: it is reported and taken over. POSIX only
+# (``fcntl``), like the rest of the training stack.
+
+LOCK_NAME = "trainer.lock"
+"""Lock file of the trainer using a run folder (holds ``<pid> <host>`` while locked)."""
+
+CONFIG_NAME = "config.yaml"
+"""Resolved config of a run, inside its run folder."""
+
+STAGING_SUFFIX = ".staging"
+"""Suffix of the hidden folder a new run is assembled in before it is renamed into place."""
+
+
+class RunFolderError(RuntimeError):
+    """A run folder cannot be used: it holds another run, is locked, or is not a run folder."""
+
+
+def resume_command(run_dir: str | os.PathLike) -> str:
+    """``unilab-train resume=<run_dir>``, quoted for a POSIX shell."""
+    return f"unilab-train {shlex.quote(f'resume={run_dir}')}"
+
+
+def holds_run(path: Path) -> bool:
+    """Whether ``path`` is a run folder (it has a ``config.yaml`` or a checkpoint)."""
+    return (path / CONFIG_NAME).exists() or (path / CHECKPOINT_NAME).exists()
+
+
+class RunLock:
+    """Exclusive lock on ``<run_dir>/trainer.lock``; see the module docstring.
+
+    Attributes:
+        stale_owner: ``"<pid> <host>"`` of a previous holder that died without releasing the
+            lock, or ``None``.
+
+    Raises:
+        RunFolderError: another live process holds the lock (the message names its pid).
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        path = run_dir / LOCK_NAME
+        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            owner = _read(self._fd) or "unknown"
+            self.release()
+            if error.errno in (errno.EAGAIN, errno.EACCES):
+                raise RunFolderError(
+                    f"run folder {run_dir} is in use by another trainer (pid, host: {owner}); "
+                    "wait for it to finish or stop it first"
+                ) from None
+            raise
+        self.stale_owner = _read(self._fd) or None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+
+    def release(self) -> None:
+        """Empty the lock file (a clean exit leaves no stale owner) and drop the lock."""
+        if self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, 0)
+        finally:
+            os.close(self._fd)  # closing the last descriptor releases the flock
+            self._fd = None
+
+
+def _read(fd: int) -> str:
+    return os.pread(fd, 256, 0).decode(errors="replace").strip()
+
+
+def open_run_folder(run_dir: Path) -> tuple[RunLock, list[str]]:
+    """Lock an existing run folder for a resumed run and clear leftovers of killed writes.
+
+    Returns the lock and the notes to show the user (a stale lock, removed temporary files).
+
+    Raises:
+        RunFolderError: ``run_dir`` is not a run folder or another trainer uses it.
+    """
+    if not run_dir.is_dir() or not holds_run(run_dir):
+        raise RunFolderError(f"resume: {run_dir} is not a run folder (no {CONFIG_NAME} or {CHECKPOINT_NAME} in it)")
+    lock = RunLock(run_dir)
+    notes = []
+    if lock.stale_owner is not None:
+        notes.append(f"took over the stale lock of a trainer that is no longer running ({lock.stale_owner})")
+    removed = remove_temp_files(run_dir)
+    if removed:
+        notes.append(f"removed {len(removed)} leftover temporary file(s) of an interrupted save")
+    return lock, notes
+
+
+def create_run_folder(target: Path, fill: Callable[[Path], None], *, numbered: bool) -> tuple[Path, RunLock]:
+    """Create the run folder ``target`` holding what ``fill(folder)`` writes, atomically, locked.
+
+    Args:
+        target: the folder to create; it may exist only as an empty folder.
+        fill: writes the run's first files (config, first checkpoint) into the folder it gets.
+        numbered: ``target`` is a generated name: if it is taken, try ``<target>_1``, ``_2``, ...
+            instead of failing.
+
+    Returns:
+        The folder created (``target`` or a numbered sibling) and its lock.
+
+    Raises:
+        RunFolderError: ``target`` holds something (a run: the message names ``resume=``).
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not numbered:
+        _check_free(target)
+    remove_stale_staging(target.parent)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=STAGING_SUFFIX, dir=target.parent))
+    lock = None
+    try:
+        lock = RunLock(staging)
+        fill(staging)
+        path, suffix = target, 0
+        while True:
+            try:
+                os.rename(staging, path)  # fails on a non-empty folder: nothing is ever overwritten
+                return path, lock
+            except OSError as error:
+                if error.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR) or not numbered:
+                    _check_free(path)
+                    raise
+            suffix += 1
+            path = target.with_name(f"{target.name}_{suffix}")
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def remove_stale_staging(folder: Path) -> list[Path]:
+    """Delete the staging folders in ``folder`` of run starts that were killed; returns them.
+
+    A staging folder is one of ours if it holds a lock file, and abandoned if nobody holds the lock.
+    """
+    removed = []
+    for path in folder.glob(f".*{STAGING_SUFFIX}"):
+        if not (path / LOCK_NAME).is_file():
+            continue
+        try:
+            RunLock(path).release()
+        except RunFolderError:  # a start in progress
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _check_free(path: Path) -> None:
+    """Raise unless ``path`` is absent or an empty folder."""
+    if not path.exists():
+        return
+    if path.is_dir() and holds_run(path):
+        raise RunFolderError(
+            f"run folder {path} already holds a run; a new run never writes into it. "
+            f"Continue that run with: {resume_command(path)} (or choose another run_dir)"
+        )
+    if not path.is_dir() or any(path.iterdir()):
+        raise RunFolderError(f"run_dir {path} exists and is not an empty folder; choose a new or empty run_dir")
+
+
+# ================================================================================================
+# What a resumed run must share with its checkpoint, checked before anything is written.
+#
+# Two passes, both pure functions returning one line per mismatch: :func:`recorded_mismatches`
+# compares the config with what the checkpoint records (cheap, before the env is built) and
+# :func:`built_mismatches` compares the built env and agent with the checkpoint's sizes and
+# tensor shapes. :func:`raise_on_mismatches` turns the lines into one error that says how to
+# resume instead.
+
+SHAPE_LINES = 4
+"""Mismatched tensors listed by name at most (the rest are counted)."""
+
+
+class ResumeError(ValueError):
+    """A resume was refused because the config does not match the checkpoint; nothing was written."""
+
+
+def recorded_mismatches(checkpoint: Mapping[str, Any], cfg: Mapping[str, Any], num_envs: int) -> list[str]:
+    """Task, algorithm, ``num_envs``, algo keys and package version: checkpoint vs. ``cfg``.
+
+    Args:
+        checkpoint: a loaded run checkpoint (``config``, ``num_envs``, ``package_version``).
+        cfg: the resolved config of the resumed run, as plain containers.
+        num_envs: the number of envs the resumed run would use.
+    """
+    saved = checkpoint.get("config") or {}
+    saved_algo, algo = saved.get("algo") or {}, cfg.get("algo") or {}
+    lines = []
+    for name, before, now in (
+        ("task", saved.get("task"), cfg.get("task")),
+        ("algo", saved_algo.get("name"), algo.get("name")),
+        ("env.num_envs", checkpoint.get("num_envs"), num_envs),
+        ("package version", checkpoint.get("package_version"), __version__),
+    ):
+        if before != now:
+            lines.append(f"{name}: checkpoint {before!r}, now {now!r}")
+    if saved_algo.get("name") == algo.get("name"):
+        # Keys that only steer training (batch size, learning rate...) may change; they are
+        # listed so that a network-shape mismatch below can be traced to the key behind it.
+        changed = sorted(k for k in set(saved_algo) | set(algo) if saved_algo.get(k) != algo.get(k))
+        lines += [f"algo.{k}: checkpoint {saved_algo.get(k)!r}, now {algo.get(k)!r}" for k in changed if k != "compile"]
+    return lines
+
+
+def built_mismatches(
+    checkpoint: Mapping[str, Any],
+    observation_dims: Mapping[str, int],
+    action_dim: int,
+    agent_state: Mapping[str, Any],
+) -> list[str]:
+    """Observation and action sizes and network tensor shapes: checkpoint vs. the built run."""
+    lines = []
+    saved_dims = dict(checkpoint.get("observation_dims") or {})
+    if saved_dims != dict(observation_dims):
+        lines.append(f"observation sizes: checkpoint {saved_dims}, now {dict(observation_dims)}")
+    if checkpoint.get("action_dim") != action_dim:
+        lines.append(f"action size: checkpoint {checkpoint.get('action_dim')}, now {action_dim}")
+    saved_modules = checkpoint.get("trainer", {}).get("agent", {}).get("modules", {})
+    shapes = []
+    for module, state in agent_state["modules"].items():
+        saved = saved_modules.get(module, {})
+        for key in sorted(set(state) | set(saved)):
+            before, now = _shape(saved.get(key)), _shape(state.get(key))
+            if before != now:
+                shapes.append(f"{module}.{key} checkpoint {before}, now {now}")
+    if shapes:
+        more = f" (+{len(shapes) - SHAPE_LINES} more)" if len(shapes) > SHAPE_LINES else ""
+        lines.append(f"network shapes: {len(shapes)} tensors differ: {'; '.join(shapes[:SHAPE_LINES])}{more}")
+    return lines
+
+
+def raise_on_mismatches(run_dir: str, lines: list[str]) -> None:
+    """Raise :class:`ResumeError` listing ``lines`` (one per mismatch) if there are any."""
+    changed = [line for line in lines if not line.startswith("algo.")]
+    if not changed:
+        return  # only training keys changed: a valid resume
+    listing = "\n".join(f"  - {line}" for line in lines)
+    raise ResumeError(
+        f"resume of {run_dir} refused, nothing was written; the config does not match the checkpoint:\n"
+        f"{listing}\n"
+        f"Resume with the run's own settings ({resume_command(run_dir)}, plus overrides of training keys "
+        "such as total_env_steps only), or start a new run without resume= to use the new settings."
+    )
+
+
+def _shape(value: Any) -> tuple[int, ...] | str | None:
+    if isinstance(value, torch.Tensor):
+        return tuple(value.shape)
+    return None if value is None else type(value).__name__

@@ -6,10 +6,10 @@ this module never touches a tensor, so it adds no host sync of its own.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
-
-from unilab_gpu.rl.progress import Progress
+from typing import TextIO
 
 
 class TrainLogger:
@@ -68,3 +68,103 @@ class RecordingLogger:
 
     def close(self) -> None:
         self.inner.close()
+
+
+# ================================================================================================
+# Console progress of a training run: a bar on a terminal, plain lines in a log file.
+#
+# On a TTY the report is a ``tqdm`` bar when ``tqdm`` is installed, else one line rewritten in
+# place with ``\r``; elsewhere (CI logs, redirected output) every report is its own line, so
+# logs stay readable. Reports come at logging points only; nothing here touches the device.
+
+HEADLINE = (
+    ("perf/env_steps_per_s", "steps/s", "{:,.0f}"),
+    ("train/reward_mean", "reward", "{:.4g}"),
+    ("episode/return", "return", "{:.4g}"),
+    ("episode/length", "ep len", "{:.4g}"),
+)
+"""(scalar tag, label, format) shown in each report when the tag is present."""
+
+HEALTH = (
+    ("env/non_finite_actions", "non-finite actions"),
+    ("episode/non_finite_states", "NaN states"),
+    ("episode/diverged_states", "diverged states"),
+    ("env/deferred_resets", "deferred resets"),
+)
+"""(scalar tag, label) of event counts, shown in a report only when non-zero."""
+
+
+class Progress:
+    """Progress of iterations ``start .. total``.
+
+    Args:
+        total: last iteration of the run.
+        start: iteration the run starts at (non-zero when resuming).
+        mode: ``"auto"`` (bar on a TTY, else lines), ``"bar"`` or ``"lines"``.
+        stream: where to write (default ``sys.stdout``).
+    """
+
+    def __init__(self, total: int, start: int = 0, mode: str = "auto", stream: TextIO | None = None) -> None:
+        if mode not in ("auto", "bar", "lines"):
+            raise ValueError(f"progress must be 'auto', 'bar' or 'lines', got {mode!r}")
+        self.stream = stream if stream is not None else sys.stdout
+        self.total = total
+        self.last = start
+        is_tty = getattr(self.stream, "isatty", lambda: False)()
+        self.bar_mode = mode == "bar" or (mode == "auto" and is_tty)
+        self._tqdm = None
+        self._line_open = False
+        if self.bar_mode:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                pass
+            else:
+                self._tqdm = tqdm(total=total, initial=start, file=self.stream, unit="it", dynamic_ncols=True)
+
+    @staticmethod
+    def describe(scalars: dict[str, float]) -> str:
+        """``steps/s 12,345 | reward -0.123 | ...`` for the headline tags present."""
+        parts = [f"{label} {fmt.format(scalars[tag])}" for tag, label, fmt in HEADLINE if tag in scalars]
+        health = [f"{scalars[tag]:,.0f} {label}" for tag, label in HEALTH if scalars.get(tag, 0)]
+        if health:
+            parts.append("health: " + ", ".join(health))
+        return " | ".join(parts)
+
+    def update(self, iteration: int, env_steps: int, scalars: dict[str, float]) -> None:
+        """Report that ``iteration`` iterations (``env_steps`` env steps) are done."""
+        text = self.describe(scalars)
+        if self._tqdm is not None:
+            self._tqdm.update(iteration - self.last)
+            self._tqdm.set_postfix_str(text, refresh=True)
+        elif self.bar_mode:
+            percent = 100.0 * iteration / max(self.total, 1)
+            self.stream.write(
+                f"\r[{percent:5.1f}%] it {iteration}/{self.total} | env-steps {env_steps:,} | {text}\x1b[K"
+            )
+            self.stream.flush()
+            self._line_open = True
+        else:
+            self.stream.write(f"it {iteration}/{self.total} | env-steps {env_steps:,} | {text}\n")
+            self.stream.flush()
+        self.last = iteration
+
+    def message(self, text: str) -> None:
+        """Print a line without breaking the bar."""
+        if self._tqdm is not None:
+            self._tqdm.write(text, file=self.stream)
+            return
+        self._end_line()
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self._tqdm is not None:
+            self._tqdm.close()
+            self._tqdm = None
+        self._end_line()
+
+    def _end_line(self) -> None:
+        if self._line_open:
+            self.stream.write("\n")
+            self._line_open = False

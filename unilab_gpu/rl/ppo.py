@@ -31,9 +31,9 @@ from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 
 from unilab_gpu.adapters.rsl_rl_env import RslRlVecEnv
-from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
-from unilab_gpu.rl.config import config_from_dict
+from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.rl.logger import TrainLogger
+from unilab_gpu.rl.off_policy import config_from_dict
 
 
 @dataclass

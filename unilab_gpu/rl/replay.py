@@ -1,4 +1,4 @@
-"""Device replay ring for vectorised envs, each observation stored once.
+"""Device replay ring for vectorised envs, each observation stored once, with n-step returns.
 
 Layout: ``capacity`` time slots x ``num_envs`` rows. Slot ``k`` of env ``e`` holds the
 observation the policy acted on at step ``k``, the action, the reward and the episode-end flags
@@ -44,7 +44,7 @@ valid window starts (a cumulative count over the ``(capacity, num_envs)`` validi
 ``searchsorted``). The first valid of independent uniform draws is uniform over the valid starts,
 and so is the exact draw, so the batch is uniform over valid transitions; where every step is
 valid, the caller's generator gives exactly the batches it gave before invalid steps existed.
-Returns are n-step (:func:`unilab_gpu.rl.nstep.nstep_return`). Everything stays on the device:
+Returns are n-step (:func:`nstep_return`, at the end of this module). Everything stays on the device:
 the write pointer and step count are device tensors, so ``add`` and ``sample`` do no host sync
 and can be captured in a CUDA graph (a custom ``generator`` must then be registered with the
 graph). The only host-side state is a Python count of ``add`` calls used to refuse sampling
@@ -54,10 +54,9 @@ before ``n_step + 1`` steps exist.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
-
-from unilab_gpu.rl.nstep import nstep_return
 
 REDRAWS = 3
 """Further draws per batch element when a draw lands on a step that belongs to no episode."""
@@ -288,3 +287,62 @@ class ReplayBuffer:
         target = (u * counts[-1]).long()
         flat = torch.searchsorted(counts, target, right=True).clamp(max=counts.shape[0] - 1)
         return self.slot_step[flat // self.num_envs], flat % self.num_envs
+
+
+# ================================================================================================
+# n-step returns over a window of consecutive steps with episode ends.
+#
+# For a window of ``n`` steps starting at ``t`` the return sums rewards up to and including the
+# first step whose transition ended the episode (terminated or truncated), and none after it:
+#
+#     m      = number of rewards summed (1..n): index of the first ended step + 1, else n
+#     G      = sum_{k < m} gamma^k r_{t+k}
+#     disc   = gamma^m * (1 - terminated_{t+m-1})
+#     target = G + disc * V(s')   with s' the observation after step t+m-1
+#
+# A truncated episode (time limit) still bootstraps from its true final observation, a terminated
+# one does not (Sutton and Barto, "Reinforcement Learning: An Introduction", 2nd ed., ch. 7;
+# Pardo et al., "Time Limits in Reinforcement Learning", ICML 2018, for the truncation rule).
+# The computation is masks and cumulative products only, so shapes never depend on the data.
+
+
+class NStepReturn(NamedTuple):
+    """Output of :func:`nstep_return`; every field has shape ``(batch,)``."""
+
+    reward: torch.Tensor
+    """Discounted reward sum ``G`` (float)."""
+    discount: torch.Tensor
+    """Bootstrap factor ``gamma^m * (1 - terminated)`` (float)."""
+    last: torch.Tensor
+    """Window index ``m - 1`` of the last step summed (int64); its successor obs is ``s'``."""
+    ended: torch.Tensor
+    """Whether the window stops at an episode end (bool); ``s'`` is then that step's final obs."""
+
+
+def nstep_return(reward: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, gamma: float) -> NStepReturn:
+    """n-step return of each column of a ``(n, batch)`` window (time first).
+
+    Args:
+        reward: ``(n, batch)`` float rewards of steps ``t .. t+n-1``.
+        terminated: ``(n, batch)`` bool, the step's transition reached a terminal state.
+        truncated: ``(n, batch)`` bool, the step's transition hit a time limit.
+        gamma: per-step discount.
+    """
+    if reward.dim() != 2 or terminated.shape != reward.shape or truncated.shape != reward.shape:
+        raise ValueError(
+            "reward, terminated and truncated must all have shape (n, batch); got "
+            f"{tuple(reward.shape)}, {tuple(terminated.shape)}, {tuple(truncated.shape)}"
+        )
+    n = reward.shape[0]
+    ended = (terminated | truncated).to(reward.dtype)
+    # alive[k] = 1 while no step before k ended the episode: it gates which rewards are summed.
+    not_ended_before = torch.cumprod(1.0 - ended, dim=0)
+    alive = torch.cat([torch.ones_like(ended[:1]), not_ended_before[:-1]], dim=0)
+    powers = gamma ** torch.arange(n, device=reward.device, dtype=reward.dtype)
+    total = (alive * powers.unsqueeze(-1) * reward).sum(dim=0)
+    count = alive.sum(dim=0)
+    last = (count - 1).long()
+    terminated_last = terminated.gather(0, last.unsqueeze(0)).squeeze(0)
+    ended_last = ended.gather(0, last.unsqueeze(0)).squeeze(0) > 0
+    discount = torch.pow(gamma, count) * (~terminated_last).to(reward.dtype)
+    return NStepReturn(reward=total, discount=discount, last=last, ended=ended_last)

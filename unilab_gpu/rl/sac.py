@@ -13,16 +13,50 @@ are trained on) and frozen in :meth:`SacAgent.act`.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
+from torch import nn
 from torch.func import functional_call
 
-from unilab_gpu.rl.agent import OffPolicyAgent
-from unilab_gpu.rl.compiling import maybe_compile
-from unilab_gpu.rl.config import SacConfig
-from unilab_gpu.rl.distributional import categorical_cross_entropy, expected_value
-from unilab_gpu.rl.obs_norm import ObsNormalizer
-from unilab_gpu.rl.sac_networks import SquashedGaussianActor, TwinCategoricalCritic
+from unilab_gpu.rl.off_policy import (
+    OffPolicyAgent,
+    OffPolicyConfig,
+    bounded_log_std,
+    check_field,
+    merge_moments_,
+    sample_squashed_gaussian,
+)
+
+
+@dataclass
+class SacConfig(OffPolicyConfig):
+    """FastSAC-style SAC: LayerNorm MLPs, C51 critics, observation normalisation."""
+
+    name: str = "sac"
+    critic_target: str = "per_member"
+    """``"per_member"``: each twin critic learns from its own target member (holosoma's FastSAC);
+    ``"min"``: both from the member with the lower mean (clipped double-Q, as FlashSAC)."""
+    actor_q: str = "mean"
+    """How the actor loss combines the twin Q values: ``"mean"`` (holosoma) or ``"min"``."""
+    actor_hidden_dims: tuple[int, ...] = (512, 256, 128)
+    critic_hidden_dims: tuple[int, ...] = (768, 384, 192)
+    normalize_obs: bool = True
+    obs_norm_clip: float = 10.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.actor_hidden_dims = tuple(self.actor_hidden_dims)
+        self.critic_hidden_dims = tuple(self.critic_hidden_dims)
+        check_field(
+            self.critic_target in ("per_member", "min"), "critic_target", "'per_member' or 'min'", self.critic_target
+        )
+        check_field(self.actor_q in ("mean", "min"), "actor_q", "'mean' or 'min'", self.actor_q)
+        check_field(len(self.actor_hidden_dims) > 0, "actor_hidden_dims", "at least one layer", self.actor_hidden_dims)
+        check_field(
+            len(self.critic_hidden_dims) > 0, "critic_hidden_dims", "at least one layer", self.critic_hidden_dims
+        )
 
 
 class SacAgent(OffPolicyAgent):
@@ -37,18 +71,6 @@ class SacAgent(OffPolicyAgent):
     """
 
     cfg: SacConfig
-
-    def __init__(
-        self,
-        cfg: SacConfig,
-        policy_obs_dim: int,
-        critic_obs_dim: int,
-        act_dim: int,
-        device: torch.device | str | None = None,
-        compile_backend: str = "inductor",
-    ) -> None:
-        super().__init__(cfg, policy_obs_dim, critic_obs_dim, act_dim, device, compile_backend)
-        self._policy = maybe_compile(self._policy_impl, cfg.compile, compile_backend)
 
     def _build_networks(self) -> None:
         cfg, dev = self.cfg, self.device
@@ -77,18 +99,19 @@ class SacAgent(OffPolicyAgent):
         with torch.no_grad():
             next_action, next_log_prob = self.actor.sample(batch["next_policy_obs"])
             next_logits = self.target_critic(batch["next_critic_obs"], next_action)
-            target = self._bootstrap_target(next_logits, batch["reward"], batch["discount"], next_log_prob)
+            per_member = self.cfg.critic_target == "per_member"
+            target = self._bootstrap_target(
+                next_logits, batch["reward"], batch["discount"], next_log_prob, per_member=per_member
+            )
         logits = self.critic(batch["critic_obs"], batch["action"])
-        loss = categorical_cross_entropy(logits, target.unsqueeze(0)).mean(dim=-1).sum()
-        q_mean = expected_value(torch.softmax(logits.detach(), dim=-1), self.support).mean()
-        return loss, q_mean
+        return self._distributional_loss(logits, target)
 
     def _actor_loss_impl(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         action, log_prob = self.actor.sample(batch["policy_obs"])
         # Critic weights enter as constants so the actor loss builds no critic gradients.
         frozen = {name: p.detach() for name, p in self.critic.named_parameters()}
         logits = functional_call(self.critic, frozen, (batch["critic_obs"], action))
-        loss = (self.temperature.alpha() * log_prob - self._min_q(logits)).mean()
+        loss = (self.temperature.alpha() * log_prob - self._twin_q(logits, self.cfg.actor_q)).mean()
         return loss, -log_prob.detach().mean()
 
     def _policy_impl(self, policy_obs: torch.Tensor, deterministic: bool) -> torch.Tensor:
@@ -100,3 +123,145 @@ class SacAgent(OffPolicyAgent):
         """Actions ``(num_envs, act_dim)`` in ``[-1, 1]`` for ``policy_obs`` ``(num_envs, dim)``."""
         self._check_policy_obs(policy_obs)
         return self._policy(policy_obs, deterministic)
+
+
+# ================================================================================================
+# FastSAC-style networks: LayerNorm + SiLU MLPs, squashed-Gaussian actor, twin C51 critics.
+#
+# Following FastTD3/FastSAC (Seo et al., "FastTD3: Simple, Fast, and Capable Reinforcement
+# Learning for Humanoid Control", 2025, and its SAC variant), each hidden layer is
+# ``Linear -> LayerNorm -> SiLU`` and the critics are distributional (C51, Bellemare et al. 2017)
+# over ``num_atoms`` atoms. The two critics of clipped double-Q (Fujimoto et al. 2018) take the
+# critic observation group, which may carry privileged state the actor does not see.
+
+
+def layer_norm_mlp(in_dim: int, hidden_dims: Sequence[int], out_dim: int) -> nn.Sequential:
+    """``[Linear -> LayerNorm -> SiLU] * len(hidden_dims) -> Linear``."""
+    if not hidden_dims:
+        raise ValueError("hidden_dims must name at least one hidden layer")
+    layers: list[nn.Module] = []
+    width = in_dim
+    for hidden in hidden_dims:
+        layers += [nn.Linear(width, hidden), nn.LayerNorm(hidden), nn.SiLU()]
+        width = hidden
+    layers.append(nn.Linear(width, out_dim))
+    return nn.Sequential(*layers)
+
+
+class SquashedGaussianActor(nn.Module):
+    """Policy ``pi(a | o)``: ``tanh`` of a diagonal Gaussian whose parameters an MLP predicts.
+
+    The output layer starts at zero (holosoma's FastSAC): every state's first action is the
+    centre of the action range (the default pose under ``bounds: joint_limits``) with the
+    log-std at the middle of its range, instead of PyTorch's random offsets of about a third of
+    the range per joint.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden_dims: Sequence[int],
+        log_std_min: float = -5.0,
+        log_std_max: float = 2.0,
+    ) -> None:
+        super().__init__()
+        self.act_dim = act_dim
+        self.log_std_min = log_std_min
+        self.log_std_max = log_std_max
+        self.net = layer_norm_mlp(obs_dim, hidden_dims, 2 * act_dim)
+        nn.init.zeros_(self.net[-1].weight)
+        nn.init.zeros_(self.net[-1].bias)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(batch, obs_dim)`` -> pre-tanh ``mean`` and ``log_std``, each ``(batch, act_dim)``."""
+        mean, raw_log_std = self.net(obs).chunk(2, dim=-1)
+        return mean, bounded_log_std(raw_log_std, self.log_std_min, self.log_std_max)
+
+    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised ``action`` ``(batch, act_dim)`` in (-1, 1) and ``log_prob`` ``(batch,)``."""
+        mean, log_std = self(obs)
+        return sample_squashed_gaussian(mean, log_std, torch.randn_like(mean))
+
+    def mode(self, obs: torch.Tensor) -> torch.Tensor:
+        """Deterministic action ``tanh(mean)`` ``(batch, act_dim)``."""
+        return torch.tanh(self(obs)[0])
+
+
+class TwinCategoricalCritic(nn.Module):
+    """Two independent C51 critics ``Z_i(o, a)``; logits ``(2, batch, num_atoms)``."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden_dims: Sequence[int], num_atoms: int) -> None:
+        super().__init__()
+        self.members = nn.ModuleList([layer_norm_mlp(obs_dim + act_dim, hidden_dims, num_atoms) for _ in range(2)])
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([obs, action], dim=-1)
+        return torch.stack([member(x) for member in self.members])
+
+
+# ================================================================================================
+# Running observation normalisation (per-feature mean and variance).
+#
+# Statistics are merged batch by batch with the parallel algorithm of Chan, Golub and LeVeque
+# (1979), entirely on the device. Normalising inputs by running statistics is standard in
+# massively parallel off-policy RL (e.g. FastTD3, Seo et al. 2025).
+#
+# The denominator is the standard deviation plus a floor, ``std + std_floor``, as in the
+# ``EmpiricalNormalization`` of holosoma's FastSAC, FastTD3 and rsl_rl (``eps=1e-2``): a feature
+# that is (nearly) constant, such as a joint that never moves or a one-hot that rarely changes, is
+# amplified at most ``1 / std_floor`` times instead of pinned at the clip, which
+# ``sqrt(var + 1e-8)`` (up to 10^4) does to any fluctuation of it.
+
+
+class ObsNormalizer(nn.Module):
+    """``(x - mean) / (sqrt(var) + std_floor)`` with running statistics over ``(batch, dim)`` inputs.
+
+    Args:
+        dim: feature size.
+        std_floor: added to the standard deviation (the denominator is never below it).
+        clip: normalised values are clipped to ``[-clip, clip]`` (``None`` disables).
+        enabled: ``False`` makes the module the identity (no statistics kept up to date).
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        std_floor: float = 1e-2,
+        clip: float | None = 10.0,
+        enabled: bool = True,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        self.dim = dim
+        if not std_floor > 0:
+            raise ValueError(f"ObsNormalizer: std_floor must be > 0, got {std_floor!r}")
+        self.std_floor = std_floor
+        self.clip = clip
+        self.enabled = enabled
+        self.register_buffer("mean", torch.zeros(dim, device=device))
+        self.register_buffer("var", torch.ones(dim, device=device))
+        self.register_buffer("count", torch.zeros((), device=device))
+        self.all_reduce: Callable[[torch.Tensor], None] | None = None
+        """Set by data-parallel training (:mod:`unilab_gpu.rl.distributed`): sums a flat tensor over
+        all ranks in place, so that :meth:`update` merges the batches of every rank."""
+
+    def _check(self, x: torch.Tensor) -> None:
+        if x.dim() != 2 or x.shape[-1] != self.dim:
+            raise ValueError(f"observations must have shape (batch, {self.dim}), got {tuple(x.shape)}")
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Merge the statistics of a batch ``(batch, dim)`` (of every rank's, data-parallel)."""
+        self._check(x)
+        if not self.enabled:
+            return
+        merge_moments_(self.mean, self.var, self.count, x, self.all_reduce)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalised copy of ``x`` ``(batch, dim)``."""
+        self._check(x)
+        if not self.enabled:
+            return x
+        y = (x - self.mean) / (self.var.sqrt() + self.std_floor)
+        return y if self.clip is None else y.clamp(-self.clip, self.clip)

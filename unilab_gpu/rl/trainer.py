@@ -5,8 +5,8 @@ One iteration:
 1. **act**: uniform random actions for the first ``warmup_steps`` iterations of a run, then the
    agent's (compiled) stochastic policy on the current ``policy`` observations;
 2. **env**: ``env.step`` (captured as one CUDA graph by the env itself on CUDA);
-3. **replay**: the transition is written into the device replay ring; FlashSAC's reward scaler
-   sees the step (``agent.observe_reward``);
+3. **replay**: the transition is written into the device replay ring and the agent sees the
+   step (``agent.observe_step``: FlashSAC's reward scaler and held noise);
 4. **update**: ``updates_per_step`` gradient updates on uniform replay batches, once the buffer
    holds ``warmup_steps`` steps of this process.
 
@@ -22,20 +22,23 @@ restored policy before updating again.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from unilab_gpu.envs.episode_stats import HEALTH_KEYS
-from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv, no_phase_mark
 from unilab_gpu.profiling.phase_clock import make_phase_clock
-from unilab_gpu.rl.agent import OffPolicyAgent
-from unilab_gpu.rl.config import OffPolicyConfig, steps_before_updates
+from unilab_gpu.rl.distributed import DataParallel, FleetError, episode_accumulators
+from unilab_gpu.rl.flashsac import FlashSacAgent, FlashSacConfig
 from unilab_gpu.rl.logger import TrainLogger
+from unilab_gpu.rl.off_policy import OffPolicyAgent, OffPolicyConfig, config_from_dict, steps_before_updates
 from unilab_gpu.rl.replay import ReplayBuffer
+from unilab_gpu.rl.sac import SacAgent, SacConfig
 
 PHASES = ("act", "env", "replay", "update")
 """Phases of one iteration, timed on the last iteration of each logging window."""
@@ -55,41 +58,24 @@ UPDATE_TAGS = {
 
 @dataclass
 class TrainerSettings:
-    """Loop settings (the algo config supplies the replay and update sizes)."""
+    """How long a run is and how often it reports. The replay and update sizes (``batch_size``,
+    ``updates_per_step``, ``warmup_steps``, ``buffer_capacity_per_env``, ``final_obs_fraction``)
+    are the algorithm config's: the trainer reads them from ``agent.cfg``."""
 
     iterations: int
     """Total iterations of the run (one vectorised env step each), counting resumed ones."""
-    batch_size: int
-    updates_per_step: int
-    warmup_steps: int
-    buffer_capacity_per_env: int
-    final_obs_fraction: float = 0.125
     log_every: int = 20
     """Iterations between logging points."""
     checkpoint_every: int = 0
     """Iterations between checkpoint callbacks (0: none during the run)."""
     seed: int = 0
 
-    @classmethod
-    def from_algo(cls, algo: OffPolicyConfig, iterations: int, **loop: Any) -> TrainerSettings:
-        """Settings whose replay and update sizes are the algorithm config's; ``loop`` sets the
-        rest (``log_every``, ``checkpoint_every``, ``seed``) or overrides a size."""
-        sizes = {
-            "batch_size": algo.batch_size,
-            "updates_per_step": algo.updates_per_step,
-            "warmup_steps": algo.warmup_steps,
-            "buffer_capacity_per_env": algo.buffer_capacity_per_env,
-            "final_obs_fraction": algo.final_obs_fraction,
-        }
-        return cls(iterations=iterations, **{**sizes, **loop})
-
     def __post_init__(self) -> None:
-        for name in ("iterations", "batch_size", "updates_per_step", "log_every", "buffer_capacity_per_env"):
+        for name in ("iterations", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"trainer: '{name}' must be >= 1, got {getattr(self, name)}")
-        for name in ("warmup_steps", "checkpoint_every"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"trainer: '{name}' must be >= 0, got {getattr(self, name)}")
+        if self.checkpoint_every < 0:
+            raise ValueError(f"trainer: 'checkpoint_every' must be >= 0, got {self.checkpoint_every}")
 
 
 class Trainer:
@@ -98,10 +84,13 @@ class Trainer:
     Args:
         env: the vectorised env; its ``critic`` observation group feeds the critics when present,
             else the ``policy`` group does.
-        agent: a :class:`~unilab_gpu.rl.agent.OffPolicyAgent` built for this env.
+        agent: a :class:`~unilab_gpu.rl.off_policy.OffPolicyAgent` built for this env.
         settings: loop settings.
         logger: receives one set of scalars per logging point (optional).
         on_checkpoint: called with the trainer every ``checkpoint_every`` iterations.
+        data_parallel: this rank's :class:`~unilab_gpu.rl.distributed.DataParallel` in a
+            data-parallel run: :meth:`train` attaches it to the agent, and logging points report
+            fleet totals, merge the env's learning state and agree on stopping.
     """
 
     def __init__(
@@ -111,22 +100,27 @@ class Trainer:
         settings: TrainerSettings,
         logger: TrainLogger | None = None,
         on_checkpoint: Callable[[Trainer], None] | None = None,
+        data_parallel: DataParallel | None = None,
     ) -> None:
         self.env, self.agent, self.settings = env, agent, settings
+        self.data_parallel = data_parallel
+        self.world_size = data_parallel.world_size if data_parallel is not None else 1
+        self.algo = agent.cfg
+        """The algorithm config: replay and update sizes as well as the agent's hyperparameters."""
         self.logger = logger
         self.on_checkpoint = on_checkpoint
         self.device = env.device
         dims = env.observation_dims
         self._critic_group = "critic" if "critic" in dims else "policy"
         self.replay = ReplayBuffer(
-            settings.buffer_capacity_per_env,
+            self.algo.buffer_capacity_per_env,
             env.num_envs,
             dims["policy"],
             dims[self._critic_group],
             env.action_dim,
-            n_step=agent.cfg.n_step,
-            gamma=agent.cfg.gamma,
-            final_obs_fraction=settings.final_obs_fraction,
+            n_step=self.algo.n_step,
+            gamma=self.algo.gamma,
+            final_obs_fraction=self.algo.final_obs_fraction,
             device=self.device,
         )
         self.generator = torch.Generator(self.device).manual_seed(settings.seed)
@@ -136,7 +130,6 @@ class Trainer:
         self._policy_obs = torch.zeros(env.num_envs, dims["policy"], device=self.device)
         self._critic_obs = torch.zeros(env.num_envs, dims[self._critic_group], device=self.device)
         self._random_action = torch.zeros(env.num_envs, env.action_dim, device=self.device)
-        self._observes_reward = hasattr(agent, "observe_reward")
         self._collected = 0  # steps added to replay by this process
         self._clock = make_phase_clock(PHASES, 1, self.device)
         self._update_sums = torch.zeros(len(UPDATE_METRICS), device=self.device)
@@ -148,8 +141,8 @@ class Trainer:
 
     @property
     def env_steps(self) -> int:
-        """Env transitions collected over the run (``iteration * num_envs``)."""
-        return self.iteration * self.env.num_envs
+        """Env transitions collected over the run by all ranks (``iteration * num_envs * world_size``)."""
+        return self.iteration * self.env.num_envs * self.world_size
 
     # -- state ---------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -170,12 +163,18 @@ class Trainer:
         a CPU (Mersenne Twister) and a CUDA (Philox seed and offset) state are different things,
         so a run resumed on the other device type reseeds replay sampling from its seed and
         iteration (still reproducible, not the same draws as an uninterrupted run).
+
+        The iteration counter is the saved fleet env steps over this run's ``num_envs *
+        world_size``, so a data-parallel run resumes with another number of ranks at the same env
+        step (rounded down). Every rank of a data-parallel run reseeds its replay sampling from its
+        own seed (``seed + rank``) and the iteration: the checkpoint holds rank 0's generator only.
         """
         self.agent.load_state_dict(state["agent"])
         self.env.load_learning_state(state.get("env", {}))
-        self.iteration = int(state["iteration"])
+        env_steps = int(state.get("env_steps", int(state["iteration"]) * self.env.num_envs))
+        self.iteration = env_steps // (self.env.num_envs * self.world_size)
         saved = state["generator"].cpu()
-        if saved.numel() == self.generator.get_state().numel():
+        if self.data_parallel is None and saved.numel() == self.generator.get_state().numel():
             self.generator.set_state(saved)
         else:
             self.generator.manual_seed(self.settings.seed + self.iteration)
@@ -183,23 +182,30 @@ class Trainer:
     # -- loop ----------------------------------------------------------------------------------
     def train(self, should_stop: Callable[[], bool] | None = None) -> bool:
         """Run until ``settings.iterations`` are done or ``should_stop()`` turns true (checked
-        after every iteration, on the host). Returns whether the run is complete."""
+        after every iteration, on the host; in a data-parallel run at logging points, where the
+        ranks agree: one rank's request stops them all after the same iteration). Returns whether
+        the run is complete."""
+        dp = self.data_parallel
+        if dp is not None and self.agent.data_parallel is not dp:
+            dp.attach(self.agent)  # here, so that a resume's loaded state is what rank 0 broadcasts
         obs = self.env.reset()
         self._policy_obs.copy_(obs["policy"])
         self._critic_obs.copy_(obs[self._critic_group])
         self.env.stats.clear()
         self._start_window()
         total, log_every = self.settings.iterations, self.settings.log_every
+        asked = should_stop if should_stop is not None else lambda: False
         while self.iteration < total:
-            if should_stop is not None and should_stop():
+            if dp is None and asked():
                 return False
             timed = (self.iteration + 1) % log_every == 0 or self.iteration + 1 == total
             self.run_iteration(timed)
-            if timed:
-                self._log()
+            stop = self._log(asked() if dp is not None else False) if timed else False
             every = self.settings.checkpoint_every
             if self.on_checkpoint is not None and every and self.iteration % every == 0:
                 self.on_checkpoint(self)
+            if stop:
+                return False
         return True
 
     def run_iteration(self, timed: bool = False) -> None:
@@ -208,10 +214,10 @@ class Trainer:
         ``timed`` stamps the phase clock (the logging point reads it).
         """
         # Only the last iteration of a logging window is timed; the others pay nothing.
-        mark = self._clock.marker(0) if timed else _no_mark
+        mark = self._clock.marker(0) if timed else no_phase_mark
         if timed:
             self._clock.start(0)
-        if self.iteration < self.settings.warmup_steps:
+        if self.iteration < self.algo.warmup_steps:
             action = self._random_action.uniform_(-1.0, 1.0, generator=self.generator)
         else:
             action = self.agent.act(self._policy_obs)
@@ -230,18 +236,17 @@ class Trainer:
             final[self._critic_group],
             result.valid,
         )
-        if self._observes_reward:
-            self.agent.observe_reward(result.reward, result.terminated, result.truncated)
+        self.agent.observe_step(result.reward, result.terminated, result.truncated)
         self._reward_sum.add_(result.reward.mean())
         self._policy_obs.copy_(result.obs["policy"])
         self._critic_obs.copy_(result.obs[self._critic_group])
         self._collected += 1
         mark("replay")
-        if self._collected >= steps_before_updates(self.settings.warmup_steps, self.replay.n_step):
-            for _ in range(self.settings.updates_per_step):
-                metrics = self.agent.update(self.replay.sample(self.settings.batch_size, self.generator))
+        if self._collected >= steps_before_updates(self.algo.warmup_steps, self.replay.n_step):
+            for _ in range(self.algo.updates_per_step):
+                metrics = self.agent.update(self.replay.sample(self.algo.batch_size, self.generator))
                 self._update_sums.add_(torch.stack([metrics[key] for key in UPDATE_METRICS]))
-            self._window_updates += self.settings.updates_per_step
+            self._window_updates += self.algo.updates_per_step
         mark("update")
         self.iteration += 1
 
@@ -252,25 +257,40 @@ class Trainer:
         self._window_updates = 0
         self._window_start = (self.iteration, time.perf_counter())
 
-    def _log(self) -> None:
-        """Read the device accumulators once, report, clear (the loop's only host syncs)."""
-        tail = [self._reward_sum, self.agent.schedule.lr, self.replay.final_overflow.float()]
-        values = torch.cat([self._update_sums, *(t.view(1) for t in tail)]).tolist()
-        phases = dict(zip(PHASES, self._clock.read()[0].tolist(), strict=True))
+    def _log(self, stop_requested: bool = False) -> bool:
+        """Read the device accumulators once, report, clear (the loop's only host syncs).
+
+        In a data-parallel run the accumulators and the env's episode statistics are first summed
+        over all ranks (one ``all_reduce``, with every rank's stop request, health and throughput)
+        and the env's learning state is merged; returns whether any rank asked to stop. Raises
+        :class:`~unilab_gpu.rl.distributed.FleetError` on every rank when any rank's update
+        metrics turned non-finite.
+        """
         start_iteration, start_time = self._window_start
         elapsed = max(time.perf_counter() - start_time, 1e-9)
         iterations = self.iteration - start_iteration
+        rate = iterations * self.env.num_envs / elapsed
+        overflow = self.replay.final_overflow.float()  # cumulative: reduce a copy
+        rank_rates, stop = [rate], False
+        if self.data_parallel is not None:
+            rank_rates, stop = self._reduce_window(overflow, rate, stop_requested)
+        tail = [self._reward_sum, self.agent.schedule.lr, overflow]
+        values = torch.cat([self._update_sums, *(t.view(1) for t in tail)]).tolist()
+        phases = dict(zip(PHASES, self._clock.read()[0].tolist(), strict=True))
+        world = self.world_size
         scalars: dict[str, float] = {
-            "train/reward_mean": values[len(UPDATE_METRICS)] / iterations,
+            "train/reward_mean": values[len(UPDATE_METRICS)] / (iterations * world),
             "train/learning_rate": values[len(UPDATE_METRICS) + 1],
             "train/iteration": float(self.iteration),
             "replay/final_obs_overflow": values[len(UPDATE_METRICS) + 2],
-            "perf/env_steps_per_s": iterations * self.env.num_envs / elapsed,
+            "perf/env_steps_per_s": sum(rank_rates),
             "perf/iteration_ms": 1e3 * elapsed / iterations,
         }
+        if world > 1:
+            scalars.update({f"perf/rank{r}/env_steps_per_s": value for r, value in enumerate(rank_rates)})
         if self._window_updates:
             for key, value in zip(UPDATE_METRICS, values, strict=False):
-                scalars[UPDATE_TAGS[key]] = value / self._window_updates
+                scalars[UPDATE_TAGS[key]] = value / (self._window_updates * world)
         for phase, ms in phases.items():
             scalars[f"perf/{phase}_ms"] = ms
         stats = self.env.stats.summary()
@@ -283,7 +303,137 @@ class Trainer:
             self.logger.log(self.iteration, self.env_steps, scalars)
         self.last_scalars = scalars
         self._start_window()
+        return stop
+
+    def _reduce_window(self, overflow: torch.Tensor, rate: float, stop_requested: bool) -> tuple[list[float], bool]:
+        """Fleet totals of this window in place (update and reward sums, episode statistics,
+        ``overflow``); returns every rank's env-steps/s and whether any rank asked to stop."""
+        dp = self.data_parallel
+        assert dp is not None
+        finite = torch.isfinite(self._update_sums).all().float()
+        flags = torch.cat([torch.tensor([float(stop_requested), rate], device=self.device), 1.0 - finite.view(1)])
+        sums = [self._update_sums, self._reward_sum, overflow, *episode_accumulators(self.env.stats)]
+        table = dp.reduce_window_(sums, flags.reshape(-1)).tolist()
+        dp.merge_learning_state_(self.env)
+        bad = [r for r, row in enumerate(table) if row[2] > 0]
+        if bad:
+            raise FleetError(
+                f"rank {dp.rank}: non-finite losses on rank(s) {bad} by iteration {self.iteration}; every rank stops "
+                "and the last checkpoint is kept"
+            )
+        return [row[1] for row in table], any(row[0] > 0 for row in table)
 
 
-def _no_mark(phase: str) -> None:
-    pass
+
+# ================================================================================================
+# Build an agent from an ``algo`` config mapping (a ``configs/algo/*.yaml`` file).
+
+ALGORITHMS: dict[str, type[OffPolicyConfig]] = {"sac": SacConfig, "flashsac": FlashSacConfig}
+"""Algorithm name (the ``name`` key of an algo config) -> its config class."""
+
+TINY_CONFIGS: dict[str, dict[str, Any]] = {
+    "sac": dict(name="sac", actor_hidden_dims=[16], critic_hidden_dims=[16], num_atoms=11, batch_size=16),
+    "flashsac": dict(
+        name="flashsac",
+        actor_hidden_dim=8,
+        critic_hidden_dim=8,
+        actor_num_blocks=1,
+        critic_num_blocks=1,
+        num_atoms=11,
+        batch_size=16,
+        learning_rate_decay_steps=40,
+        n_step=1,
+    ),
+}
+"""The smallest agents of each algorithm, for checks that exercise the loop, not learning
+(``unilab-doctor``'s training-loop audit, tests); pass to :func:`algo_config`."""
+
+
+def algo_config(values: Mapping[str, Any], compile: bool = True) -> OffPolicyConfig:
+    """Typed config from a mapping with a ``name`` key; ``compile=False`` turns compilation off
+    whatever the mapping says (the mapping's ``compile`` can only turn it off, not on)."""
+    name = values.get("name")
+    if name not in ALGORITHMS:
+        raise ValueError(f"algo.name must be one of {sorted(ALGORITHMS)}, got {name!r}")
+    cfg = config_from_dict(ALGORITHMS[name], values)
+    return dataclasses.replace(cfg, compile=cfg.compile and compile)
+
+
+def make_agent(
+    cfg: OffPolicyConfig,
+    observation_dims: Mapping[str, int],
+    act_dim: int,
+    num_envs: int,
+    device: torch.device | str,
+) -> OffPolicyAgent:
+    """The agent for ``cfg``; the actor reads the ``policy`` group and the critics the
+    ``critic`` group, or ``policy`` when the task has no ``critic`` group."""
+    if "policy" not in observation_dims:
+        raise ValueError(f"the env needs a 'policy' observation group, got groups {sorted(observation_dims)}")
+    policy_dim = observation_dims["policy"]
+    critic_dim = observation_dims.get("critic", policy_dim)
+    if isinstance(cfg, FlashSacConfig):
+        return FlashSacAgent(cfg, policy_dim, critic_dim, act_dim, num_envs=num_envs, device=device)
+    if isinstance(cfg, SacConfig):
+        return SacAgent(cfg, policy_dim, critic_dim, act_dim, device=device)
+    raise TypeError(f"no agent for config type {type(cfg).__name__}")
+
+
+def agent_from_checkpoint(checkpoint: Mapping[str, Any], device: torch.device | str, compile: bool = False):
+    """The agent of a loaded checkpoint (``load_checkpoint``), built as it was trained.
+
+    FlashSAC's per-env state (reward scaler, noise) is sized for the training envs;
+    deterministic actions accept any batch. A PPO checkpoint gives a
+    :class:`~unilab_gpu.rl.ppo.PpoAgent` (needs the ``rsl`` extra).
+    """
+    if checkpoint["config"]["algo"].get("name") == "ppo":
+        from unilab_gpu.rl.ppo import agent_from_checkpoint as ppo_agent
+
+        return ppo_agent(checkpoint, device)
+    cfg = algo_config(checkpoint["config"]["algo"], compile=compile)
+    agent = make_agent(cfg, checkpoint["observation_dims"], checkpoint["action_dim"], checkpoint["num_envs"], device)
+    agent.load_state_dict(checkpoint["trainer"]["agent"])
+    return agent
+
+
+# ================================================================================================
+# Roll out a fixed policy and summarise the episodes it finished.
+
+Policy = Callable[[dict[str, torch.Tensor]], torch.Tensor]
+"""Observation groups ``{group: (num_envs, dim)}`` -> actions ``(num_envs, action_dim)``."""
+
+
+@torch.no_grad()
+def evaluate(
+    env: ManagerBasedRlEnv,
+    policy: Policy,
+    steps: int,
+    on_step: Callable[[int], None] | None = None,
+) -> dict[str, float]:
+    """Reset ``env``, run ``policy`` for ``steps`` env steps, return ``env.stats.summary()``
+    over the episodes that ended (``episode/count`` says how many).
+
+    Build the env with ``randomize_initial_episode_length=false`` and use ``steps`` equal to
+    ``env.max_episode_length`` to score exactly one full episode per env. ``on_step(step)`` is
+    called after every step (e.g. to read task diagnostics or render a frame).
+    """
+    obs = env.reset()
+    env.stats.clear()
+    for step in range(steps):
+        env.step(policy(obs))
+        if on_step is not None:
+            on_step(step)
+    summary = env.stats.summary()
+    env.stats.clear()
+    return summary
+
+
+def agent_policy(agent) -> Policy:
+    """The deterministic policy of an agent (``agent.act(obs["policy"], deterministic=True)``)."""
+    return lambda obs: agent.act(obs["policy"], deterministic=True)
+
+
+def uniform_random_policy(env: ManagerBasedRlEnv, generator: torch.Generator | None = None) -> Policy:
+    """Uniform random actions in ``[-1, 1]``, the trainer's warm-up policy."""
+    action = torch.zeros(env.num_envs, env.action_dim, device=env.device)
+    return lambda obs: action.uniform_(-1.0, 1.0, generator=generator)

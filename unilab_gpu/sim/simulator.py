@@ -178,7 +178,8 @@ class Simulator:
         return resolve_names("body", names, self.body_names)
 
     def joint_ids(self, names: str | Sequence[str]) -> list[int]:
-        """MuJoCo joint ids for names or full-match regular expressions."""
+        """MuJoCo joint ids (indices of ``mj_model.jnt_*``; not columns of ``Robot.joint_pos``,
+        see ``Robot.joint_columns``) for names or full-match regular expressions."""
         return resolve_names("joint", names, self.joint_names)
 
     def actuator_ids(self, names: str | Sequence[str]) -> list[int]:
@@ -202,18 +203,6 @@ class Simulator:
         (sensor_id,) = resolve_names("sensor", [name], self.sensor_names)
         start = int(self.mj_model.sensor_adr[sensor_id])
         return slice(start, start + int(self.mj_model.sensor_dim[sensor_id]))
-
-    def joint_qpos_ids(self, names: str | Sequence[str]) -> list[int]:
-        """Columns of ``qpos`` for hinge/slide joints given by name."""
-        return [int(self.mj_model.jnt_qposadr[j]) for j in self._scalar_joints(names)]
-
-    def _scalar_joints(self, names: str | Sequence[str]) -> list[int]:
-        ids = self.joint_ids(names)
-        scalar = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
-        bad = [self.joint_names[j] for j in ids if int(self.mj_model.jnt_type[j]) not in scalar]
-        if bad:
-            raise ValueError(f"joints {bad} are not hinge or slide joints (one column each expected)")
-        return ids
 
     # ----------------------------------------------------------------------------------------
     # Hot path: no host synchronization, no allocation that outlives the call.

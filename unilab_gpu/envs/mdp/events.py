@@ -1,5 +1,6 @@
-"""Event terms. Reset events edit the staging state ``env.reset_qpos`` / ``env.reset_qvel``
-(rows = slots of ``env.reset_ids``); interval events act on the rows in ``mask``."""
+"""Event terms. Reset events edit the staged state ``env.reset_staging.qpos`` / ``qvel`` (slot
+``i`` is row ``env_ids[i]``, after the command terms staged theirs; see ``managers.reset_staging``);
+interval events act on the rows in ``mask``."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ import mujoco
 import numpy as np
 import torch
 
+from unilab_gpu.utils.ranges import clamp_to, low_and_span
 from unilab_gpu.utils.rotations import quat_apply_inverse, quat_from_euler_xyz, quat_mul
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.managers.env_view import EnvView
 
 
 def reset_joints_uniform(
-    env: ManagerBasedRlEnv,
+    env: EnvView,
     env_ids: torch.Tensor,
     position_range: tuple[float, float] = (0.0, 0.0),
     velocity_range: tuple[float, float] = (0.0, 0.0),
@@ -26,12 +28,12 @@ def reset_joints_uniform(
     robot = env.robot
     j = robot.num_joints
     rows = env_ids.shape[0]
-    qpos = env.reset_qpos[:, robot.qpos_slice]
-    qvel = env.reset_qvel[:, robot.qvel_slice]
+    qpos = env.reset_staging.qpos[:, robot.qpos_slice]
+    qvel = env.reset_staging.qvel[:, robot.qvel_slice]
     lo_p, hi_p = position_range
     lo_v, hi_v = velocity_range
     noisy = qpos + lo_p + (hi_p - lo_p) * torch.rand(rows, j, device=env.device)
-    qpos.copy_(torch.maximum(torch.minimum(noisy, robot.joint_limits[:, 1]), robot.joint_limits[:, 0]))
+    qpos.copy_(clamp_to(noisy, robot.joint_limits[:, 0], robot.joint_limits[:, 1]))
     qvel.add_(lo_v + (hi_v - lo_v) * torch.rand(rows, j, device=env.device))
 
 
@@ -43,10 +45,10 @@ class PushRoot:
         angular (roll, pitch, yaw rates, rad/s) velocity change, drawn uniformly per row.
     """
 
-    def __init__(self, env: ManagerBasedRlEnv, velocity_range: list[list[float]]) -> None:
-        self.low, self.span = _bounds(velocity_range, "push velocity_range", env.device)
+    def __init__(self, env: EnvView, velocity_range: list[list[float]]) -> None:
+        self.low, self.span = low_and_span(velocity_range, 6, "push velocity_range", env.device)
 
-    def __call__(self, env: ManagerBasedRlEnv, mask: torch.Tensor) -> None:
+    def __call__(self, env: EnvView, mask: torch.Tensor) -> None:
         delta = self.low + self.span * torch.rand(env.num_envs, 6, device=env.device)
         delta = torch.where(mask[:, None], delta, torch.zeros_like(delta))
         robot = env.robot
@@ -56,7 +58,7 @@ class PushRoot:
 
 
 def randomize_geom_friction(
-    env: ManagerBasedRlEnv, env_ids: torch.Tensor, geom_ids: torch.Tensor, friction_range: list[float]
+    env: EnvView, env_ids: torch.Tensor, geom_ids: torch.Tensor, friction_range: list[float]
 ) -> None:
     """Draw the sliding friction of ``geom_names`` per world, uniform in ``friction_range``.
 
@@ -86,7 +88,7 @@ def write_model_rows(field: torch.Tensor, env_ids: torch.Tensor, values: torch.T
     field.index_copy_(0, env_ids.clamp(max=n - 1), torch.where(valid, values, last))
 
 
-def _batched_field(env: ManagerBasedRlEnv, name: str, term: str) -> torch.Tensor:
+def _batched_field(env: EnvView, name: str, term: str) -> torch.Tensor:
     field = env.sim.model_fields.get(name)
     if field is None:
         raise ValueError(f"{term} needs sim.batched_model_fields to include '{name}'")
@@ -104,19 +106,17 @@ class ResetRootUniform:
         root velocity; the angular part is stored in the root frame, as MuJoCo's free joint wants.
     """
 
-    def __init__(
-        self, env: ManagerBasedRlEnv, pose_range: list[list[float]], velocity_range: list[list[float]]
-    ) -> None:
+    def __init__(self, env: EnvView, pose_range: list[list[float]], velocity_range: list[list[float]]) -> None:
         if not env.robot.has_root:
             raise ValueError("ResetRootUniform needs a robot with a free root joint")
-        self.pose_low, self.pose_span = _bounds(pose_range, "pose_range", env.device)
-        self.vel_low, self.vel_span = _bounds(velocity_range, "velocity_range", env.device)
+        self.pose_low, self.pose_span = low_and_span(pose_range, 6, "pose_range", env.device)
+        self.vel_low, self.vel_span = low_and_span(velocity_range, 6, "velocity_range", env.device)
 
-    def __call__(self, env: ManagerBasedRlEnv, env_ids: torch.Tensor) -> None:
+    def __call__(self, env: EnvView, env_ids: torch.Tensor) -> None:
         k = env_ids.shape[0]
         pose = self.pose_low + self.pose_span * torch.rand(k, 6, device=env.device)
         vel = self.vel_low + self.vel_span * torch.rand(k, 6, device=env.device)
-        qpos, qvel = env.reset_qpos, env.reset_qvel
+        qpos, qvel = env.reset_staging.qpos, env.reset_staging.qvel
         qpos[:, 0:3].add_(pose[:, :3])
         offset = quat_from_euler_xyz(pose[:, 3], pose[:, 4], pose[:, 5])
         quat = quat_mul(offset, qpos[:, 3:7])
@@ -144,7 +144,7 @@ class RandomizePdGains:
 
     def __init__(
         self,
-        env: ManagerBasedRlEnv,
+        env: EnvView,
         kp_range: list[float],
         kd_range: list[float],
         actuator_names: list[str] | str = ".*",
@@ -167,7 +167,7 @@ class RandomizePdGains:
         self.kd = torch.tensor(-m.actuator_biasprm[ids, 2], dtype=torch.float32, device=device)
         self.kp_range, self.kd_range = tuple(kp_range), tuple(kd_range)
 
-    def __call__(self, env: ManagerBasedRlEnv, env_ids: torch.Tensor) -> None:
+    def __call__(self, env: EnvView, env_ids: torch.Tensor) -> None:
         k, a = env_ids.shape[0], self.ids.shape[0]
         kp = self.kp * _uniform(self.kp_range, (k, a), env.device)
         kd = self.kd * _uniform(self.kd_range, (k, a), env.device)
@@ -197,7 +197,7 @@ class RandomizeBodyMass:
       scale_range: ``[low, high]`` mass factor, drawn per row and body.
     """
 
-    def __init__(self, env: ManagerBasedRlEnv, body_ids: torch.Tensor, scale_range: list[float]) -> None:
+    def __init__(self, env: EnvView, body_ids: torch.Tensor, scale_range: list[float]) -> None:
         term = "RandomizeBodyMass"
         self.mass = _batched_field(env, "body_mass", term)
         self.inertia = _batched_field(env, "body_inertia", term)
@@ -219,7 +219,7 @@ class RandomizeBodyMass:
         self.in_subtree = torch.tensor(in_subtree, device=device)
         self.scale_range = tuple(scale_range)
 
-    def __call__(self, env: ManagerBasedRlEnv, env_ids: torch.Tensor) -> None:
+    def __call__(self, env: EnvView, env_ids: torch.Tensor) -> None:
         k = env_ids.shape[0]
         scale = torch.ones(k, self.mass0.shape[0], device=env.device)
         scale[:, self.body_ids] = _uniform(self.scale_range, (k, self.body_ids.shape[0]), env.device)
@@ -239,13 +239,13 @@ class RandomizeBodyCom:
       offset_range: three ``[low, high]`` pairs (x, y, z, m), drawn per row and body.
     """
 
-    def __init__(self, env: ManagerBasedRlEnv, body_ids: torch.Tensor, offset_range: list[list[float]]) -> None:
+    def __init__(self, env: EnvView, body_ids: torch.Tensor, offset_range: list[list[float]]) -> None:
         self.ipos = _batched_field(env, "body_ipos", "RandomizeBodyCom")
         self.ipos0 = torch.tensor(env.sim.mj_model.body_ipos, dtype=torch.float32, device=env.device)
         self.body_ids = body_ids
-        self.low, self.span = _bounds(offset_range, "offset_range", env.device, count=3)
+        self.low, self.span = low_and_span(offset_range, 3, "offset_range", env.device)
 
-    def __call__(self, env: ManagerBasedRlEnv, env_ids: torch.Tensor) -> None:
+    def __call__(self, env: EnvView, env_ids: torch.Tensor) -> None:
         k, b = env_ids.shape[0], self.body_ids.shape[0]
         ipos = self.ipos0.expand(k, -1, -1).clone()
         ipos[:, self.body_ids] += self.low + self.span * torch.rand(k, b, 3, device=env.device)
@@ -255,13 +255,3 @@ class RandomizeBodyCom:
 def _uniform(bounds: tuple[float, float], shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
     lo, hi = bounds
     return lo + (hi - lo) * torch.rand(shape, device=device)
-
-
-def _bounds(
-    pairs: list[list[float]], name: str, device: torch.device, count: int = 6
-) -> tuple[torch.Tensor, torch.Tensor]:
-    # Built once: a host-to-device copy inside the step could not be recorded in a CUDA graph.
-    bounds = torch.tensor(pairs, dtype=torch.float32, device=device)
-    if bounds.shape != (count, 2):
-        raise ValueError(f"{name} must be {count} [low, high] pairs, got shape {tuple(bounds.shape)}")
-    return bounds[:, 0], bounds[:, 1] - bounds[:, 0]

@@ -17,6 +17,7 @@ from unilab_gpu.motion import (
     load_motion,
     synthesize_clip,
 )
+from unilab_gpu.utils.ranges import clamp_to, low_and_span
 from unilab_gpu.utils.rotations import (
     quat_apply,
     quat_apply_inverse,
@@ -28,7 +29,8 @@ from unilab_gpu.utils.rotations import (
 )
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.managers.env_view import EnvView
+    from unilab_gpu.managers.reset_staging import ResetStaging
 
 SAMPLERS = {"adaptive": AdaptiveStartSampler, "uniform": UniformStartSampler, "start": ClipStartSampler}
 CLIP_END_MODES = ("time_out", "wrap")
@@ -54,10 +56,10 @@ class MotionCommand:
     (full width, after physics) for the rewards and terminations of that step; rows reset later
     in the same step keep the previous values until the next ``update``.
 
-    At a reset the row draws a start from the sampler (adaptive by failure rate per 1 s bin by
-    default), writes the reference state plus noise into the env's reset staging state, and
-    reports how the previous episode ended to the adaptive sampler. All of it touches only the
-    compacted reset rows.
+    At a reset (``reset(staging)``, before the reset events) the row reports how its previous
+    episode ended (``staging.episode_failed``) to the sampler, draws a start from it (adaptive
+    by failure rate per 1 s bin by default) and overwrites the staged default pose with the
+    reference state there plus noise. All of it touches only the compacted reset rows.
 
     Args:
       motion_files: motion files (any format ``load_motion`` reads), resampled to the control
@@ -78,7 +80,7 @@ class MotionCommand:
 
     def __init__(
         self,
-        env: ManagerBasedRlEnv,
+        env: EnvView,
         body_ids: torch.Tensor,
         anchor_body: str = "torso_link",
         motion_files: list[str] | None = None,
@@ -125,10 +127,11 @@ class MotionCommand:
         self.sampler = SAMPLERS[sampling](self.library, **(adaptive or {}) if sampling == "adaptive" else {})
 
         zero6 = [[0.0, 0.0]] * 6
-        self._pose_lo, self._pose_span = _ranges(pose_range or zero6, 6, "pose_range", device)
-        self._vel_lo, self._vel_span = _ranges(velocity_range or zero6, 6, "velocity_range", device)
-        self._joint_lo, self._joint_span = _ranges(
-            [joint_position_range or [0.0, 0.0]], 1, "joint_position_range", device
+        where = "commands.motion.params"
+        self._pose_lo, self._pose_span = low_and_span(pose_range or zero6, 6, f"{where}.pose_range", device)
+        self._vel_lo, self._vel_span = low_and_span(velocity_range or zero6, 6, f"{where}.velocity_range", device)
+        self._joint_lo, self._joint_span = low_and_span(
+            [joint_position_range or [0.0, 0.0]], 1, f"{where}.joint_position_range", device
         )
         self._soft_lo, self._soft_hi = env.robot.soft_joint_limits(soft_joint_limit_ratio)
         self._qpos_joints = env.robot.qpos_slice
@@ -155,8 +158,6 @@ class MotionCommand:
         self.body_quat_relative_w = torch.zeros(n, b, 4, device=device)
         self._robot = env.robot
         self._sim_state = env.sim.state
-        self._episode_failed = env.episode_failed_padded
-        self._robot_staging = (env.reset_qpos, env.reset_qvel)
         if isinstance(self.sampler, AdaptiveStartSampler):
             env.stats.register("motion/sampling_entropy", self.sampler.entropy)
             env.stats.register("motion/sampling_top_bin", self.sampler.top_bin)
@@ -212,7 +213,7 @@ class MotionCommand:
     # ------------------------------------------------------------------------------------------
     # Hot path.
 
-    def update(self, env: ManagerBasedRlEnv) -> None:
+    def update(self, env: EnvView) -> None:
         """Advance every row one frame and recompute the reference and relative targets."""
         self.frame.add_(1)
         last = self.library.clip_length[self.clip] - 1
@@ -237,19 +238,18 @@ class MotionCommand:
         metrics["body_ori_error_rad"].add_(orientation)
         metrics["joint_pos_error_rad"].add_((self.joint_pos - self._robot.joint_pos).abs().mean())
 
-    def reset(self, env_ids: torch.Tensor) -> None:
-        """Start the listed rows (padded with num_envs) at sampled frames; stage their state."""
+    def reset(self, staging: ResetStaging) -> None:
+        """Start the staged rows (padded with num_envs) at sampled frames; stage their state."""
+        env_ids = staging.env_ids
         rows = env_ids.shape[0]
         valid = env_ids < self.num_envs
-        self.sampler.update(
-            self._clip_storage[env_ids], self._frame_storage[env_ids], self._episode_failed[env_ids], valid
-        )
+        self.sampler.update(self._clip_storage[env_ids], self._frame_storage[env_ids], staging.episode_failed, valid)
         u = torch.rand(2, rows, device=self.device)
         clip, frame = self.sampler.place(u[0], u[1])
         self._clip_storage.index_copy_(0, env_ids, clip)
         self._frame_storage.index_copy_(0, env_ids, frame)
         ref = self._load_reference(clip, frame, env_ids)
-        self._stage_state(ref, rows)
+        self._stage_state(ref, rows, staging)
 
     def reference_qpos(self, env_id: int) -> torch.Tensor:
         """Row ``env_id``'s current reference pose as a model ``qpos`` ``(7 + J,)``: root position,
@@ -289,9 +289,9 @@ class MotionCommand:
         self.body_quat_relative_w.copy_(quat_mul(heading, self.body_quat_w))
         self.body_pos_relative_w.copy_(shift + quat_apply(heading, self.body_pos_w - anchor_pos))
 
-    def _stage_state(self, ref, rows: int) -> None:
-        """Write the reference root and joint state, plus reset noise, into the staging buffers."""
-        qpos, qvel = self._robot_staging
+    def _stage_state(self, ref, rows: int, staging: ResetStaging) -> None:
+        """Write the reference root and joint state, plus reset noise, into the staged state."""
+        qpos, qvel = staging.qpos, staging.qvel
         pose = self._pose_lo + self._pose_span * torch.rand(rows, 6, device=self.device)
         vel = self._vel_lo + self._vel_span * torch.rand(rows, 6, device=self.device)
         tilt = quat_from_euler_xyz(pose[:, 3], pose[:, 4], pose[:, 5])
@@ -299,15 +299,8 @@ class MotionCommand:
         qpos[:, 0:3] = ref.root_pos + pose[:, :3]
         qpos[:, 3:7] = root_quat
         joints = ref.joint_pos + self._joint_lo + self._joint_span * torch.rand_like(ref.joint_pos)
-        qpos[:, self._qpos_joints] = torch.maximum(torch.minimum(joints, self._soft_hi), self._soft_lo)
+        qpos[:, self._qpos_joints] = clamp_to(joints, self._soft_lo, self._soft_hi)
         qvel[:, 0:3] = ref.root_lin_vel + vel[:, :3]
         # The free joint's angular velocity is expressed in the root frame.
         qvel[:, 3:6] = quat_apply_inverse(root_quat, ref.root_ang_vel + vel[:, 3:])
         qvel[:, self._qvel_joints] = ref.joint_vel
-
-
-def _ranges(values, count: int, name: str, device) -> tuple[torch.Tensor, torch.Tensor]:
-    bounds = torch.tensor(values, dtype=torch.float32, device=device).reshape(-1, 2)
-    if bounds.shape[0] != count:
-        raise ValueError(f"commands.motion.params.{name} needs {count} [low, high] pairs, got {values}")
-    return bounds[:, 0], bounds[:, 1] - bounds[:, 0]

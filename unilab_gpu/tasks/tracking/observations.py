@@ -9,7 +9,7 @@ import torch
 from unilab_gpu.utils.rotations import quat_apply_inverse, quat_conjugate, quat_mul, quat_to_rotmat
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.managers.env_view import EnvView
 
 
 def _two_columns(quat: torch.Tensor) -> torch.Tensor:
@@ -17,25 +17,25 @@ def _two_columns(quat: torch.Tensor) -> torch.Tensor:
     return quat_to_rotmat(quat)[..., :2].flatten(-2)
 
 
-def motion_command(env: ManagerBasedRlEnv, command_name: str = "motion") -> torch.Tensor:
+def motion_command(env: EnvView, command_name: str = "motion") -> torch.Tensor:
     """Reference joint positions and velocities, ``(num_envs, 2 J)``."""
     cmd = env.command_manager.get(command_name)
     return torch.cat([cmd.joint_pos, cmd.joint_vel], dim=1)
 
 
-def motion_anchor_pos_b(env: ManagerBasedRlEnv, command_name: str = "motion") -> torch.Tensor:
+def motion_anchor_pos_b(env: EnvView, command_name: str = "motion") -> torch.Tensor:
     """Reference anchor position in the robot anchor frame, ``(num_envs, 3)``."""
     cmd = env.command_manager.get(command_name)
     return quat_apply_inverse(cmd.robot_anchor_quat_w, cmd.anchor_pos_w - cmd.robot_anchor_pos_w)
 
 
-def motion_anchor_ori_b(env: ManagerBasedRlEnv, command_name: str = "motion") -> torch.Tensor:
+def motion_anchor_ori_b(env: EnvView, command_name: str = "motion") -> torch.Tensor:
     """Reference anchor orientation in the robot anchor frame, two rotation-matrix columns ``(num_envs, 6)``."""
     cmd = env.command_manager.get(command_name)
     return _two_columns(quat_mul(quat_conjugate(cmd.robot_anchor_quat_w), cmd.anchor_quat_w))
 
 
-def robot_body_pos_b(env: ManagerBasedRlEnv, command_name: str = "motion") -> torch.Tensor:
+def robot_body_pos_b(env: EnvView, command_name: str = "motion") -> torch.Tensor:
     """Tracked robot bodies' positions in the robot anchor frame, ``(num_envs, 3 B)``."""
     cmd = env.command_manager.get(command_name)
     anchor_quat = cmd.robot_anchor_quat_w[:, None].expand_as(cmd.robot_body_quat_w)
@@ -43,7 +43,7 @@ def robot_body_pos_b(env: ManagerBasedRlEnv, command_name: str = "motion") -> to
     return quat_apply_inverse(anchor_quat, offset).flatten(1)
 
 
-def robot_body_ori_b(env: ManagerBasedRlEnv, command_name: str = "motion") -> torch.Tensor:
+def robot_body_ori_b(env: EnvView, command_name: str = "motion") -> torch.Tensor:
     """Tracked robot bodies' orientations in the robot anchor frame, ``(num_envs, 6 B)``."""
     cmd = env.command_manager.get(command_name)
     anchor_quat = cmd.robot_anchor_quat_w[:, None].expand_as(cmd.robot_body_quat_w)

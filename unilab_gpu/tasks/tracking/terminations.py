@@ -9,16 +9,16 @@ import torch
 from unilab_gpu.envs.mdp.observations import gravity_in_frame
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.managers.env_view import EnvView
 
 
-def anchor_height_error(env: ManagerBasedRlEnv, threshold: float, command_name: str = "motion") -> torch.Tensor:
+def anchor_height_error(env: EnvView, threshold: float, command_name: str = "motion") -> torch.Tensor:
     """``|z_ref - z|`` of the anchor exceeds ``threshold`` metres."""
     cmd = env.command_manager.get(command_name)
     return torch.abs(cmd.anchor_pos_w[:, 2] - cmd.robot_anchor_pos_w[:, 2]) > threshold
 
 
-def anchor_orientation_error(env: ManagerBasedRlEnv, threshold: float, command_name: str = "motion") -> torch.Tensor:
+def anchor_orientation_error(env: EnvView, threshold: float, command_name: str = "motion") -> torch.Tensor:
     """The z components of gravity seen from the reference and the robot anchor differ by more than ``threshold``."""
     cmd = env.command_manager.get(command_name)
     ref = gravity_in_frame(cmd.anchor_quat_w)[:, 2]
@@ -30,7 +30,7 @@ class BodyHeightError:
     """Any of ``body_names`` (tracked bodies, e.g. ankles and wrists) is more than ``threshold``
     metres above or below its re-anchored reference height."""
 
-    def __init__(self, env: ManagerBasedRlEnv, body_ids: torch.Tensor, threshold: float, command_name: str = "motion"):
+    def __init__(self, env: EnvView, body_ids: torch.Tensor, threshold: float, command_name: str = "motion"):
         self.command = env.command_manager.get(command_name)
         tracked = self.command.body_ids.tolist()
         missing = [env.sim.body_names[b] for b in body_ids.tolist() if b not in tracked]
@@ -39,13 +39,13 @@ class BodyHeightError:
         self.index = torch.tensor([tracked.index(b) for b in body_ids.tolist()], device=env.device)
         self.threshold = threshold
 
-    def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
+    def __call__(self, env: EnvView) -> torch.Tensor:
         cmd = self.command
         ref = cmd.body_pos_relative_w[:, self.index, 2]
         robot = cmd.robot_body_pos_w[:, self.index, 2]
         return torch.any(torch.abs(ref - robot) > self.threshold, dim=1)
 
 
-def motion_clip_end(env: ManagerBasedRlEnv, command_name: str = "motion") -> torch.Tensor:
+def motion_clip_end(env: EnvView, command_name: str = "motion") -> torch.Tensor:
     """The reference reached the last frame of its clip (configure with ``time_out: true``)."""
     return env.command_manager.get(command_name).at_end.clone()

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.managers.env_view import EnvView
 
 
 class PenaltyCurriculum:
@@ -23,9 +23,8 @@ class PenaltyCurriculum:
     ``scale`` times its configured value. All of it is tensor math on the device (``torch.where``
     on the number of ended rows), so it runs inside the captured step without a host sync.
 
-    The reward manager keeps its weights in one device tensor, built after the event manager; the
-    penalty terms' slots in it are known from the config now (the manager keeps the configured
-    order of enabled terms) and are written by every call. The first call is the env's first
+    The reward manager (built before the event terms) keeps its weights in one device tensor; the
+    penalty terms' slots in it are written by every call. The first call is the env's first
     ``reset()``, so no step ever sees unscaled penalties.
 
     Publishes ``curriculum/penalty_scale`` and ``curriculum/episode_length`` (steps) in the
@@ -34,7 +33,7 @@ class PenaltyCurriculum:
 
     def __init__(
         self,
-        env: ManagerBasedRlEnv,
+        env: EnvView,
         initial_scale: float,
         min_scale: float,
         max_scale: float,
@@ -51,13 +50,13 @@ class PenaltyCurriculum:
             )
         if not 0 < ema_rate <= 1 or degree < 0:
             raise ValueError(f"{where}: need 0 < ema_rate <= 1 and degree >= 0, got {ema_rate}, {degree}")
-        enabled = [(name, term) for name, term in env.cfg.rewards.items() if term is not None]
-        slots = [i for i, (_, term) in enumerate(enabled) if term.weight < 0]
-        self.term_names = [enabled[i][0] for i in slots]
+        terms = env.reward_manager.terms
+        slots = [i for i, term in enumerate(terms) if term.cfg.weight < 0]
+        self.term_names = [terms[i].name for i in slots]
         """The penalty terms this curriculum scales, in reward-manager order."""
         device = env.device
         self.slots = torch.tensor(slots, dtype=torch.int64, device=device)
-        self.base_weights = torch.tensor([enabled[i][1].weight for i in slots], dtype=torch.float32, device=device)
+        self.base_weights = torch.tensor([terms[i].cfg.weight for i in slots], dtype=torch.float32, device=device)
         self.scale = torch.tensor(float(initial_scale), device=device)
         """The current factor on every penalty weight, 0-d."""
         self.mean_length = torch.zeros((), device=device)
@@ -68,7 +67,7 @@ class PenaltyCurriculum:
         env.stats.register("curriculum/penalty_scale", self.scale)
         env.stats.register("curriculum/episode_length", self.mean_length)
 
-    def __call__(self, env: ManagerBasedRlEnv, env_ids: torch.Tensor) -> None:
+    def __call__(self, env: EnvView, env_ids: torch.Tensor) -> None:
         n = env.num_envs
         lengths = env.episode_length[env_ids.clamp(max=n - 1)].to(torch.float32)
         # Padded slots and rows that never ran an episode (the very first reset) do not count.

@@ -12,35 +12,35 @@ from unilab_gpu.envs.mdp.observations import gravity_in_frame
 from unilab_gpu.tasks.velocity.observations import root_lin_vel_b
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.managers.env_view import EnvView
 
 
-def track_lin_vel_xy_exp(env: ManagerBasedRlEnv, sigma: float, command_name: str = "twist") -> torch.Tensor:
+def track_lin_vel_xy_exp(env: EnvView, sigma: float, command_name: str = "twist") -> torch.Tensor:
     """``exp(-||c_xy - v_xy||^2 / sigma)``, ``v`` the root velocity in the root frame."""
     command = env.command_manager.get(command_name).command
     error = torch.sum(torch.square(command[:, :2] - root_lin_vel_b(env)[:, :2]), dim=1)
     return torch.exp(-error / sigma)
 
 
-def track_ang_vel_z_exp(env: ManagerBasedRlEnv, sigma: float, command_name: str = "twist") -> torch.Tensor:
+def track_ang_vel_z_exp(env: EnvView, sigma: float, command_name: str = "twist") -> torch.Tensor:
     """``exp(-(c_yaw - omega_z)^2 / sigma)``, ``omega`` the root angular velocity in the root frame."""
     command = env.command_manager.get(command_name).command
     error = torch.square(command[:, 2] - env.robot.root_ang_vel_b[:, 2])
     return torch.exp(-error / sigma)
 
 
-def ang_vel_xy_l2(env: ManagerBasedRlEnv) -> torch.Tensor:
+def ang_vel_xy_l2(env: EnvView) -> torch.Tensor:
     """``omega_x^2 + omega_y^2`` of the root (root frame): roll and pitch rates."""
     return torch.sum(torch.square(env.robot.root_ang_vel_b[:, :2]), dim=1)
 
 
-def body_orientation_l2(env: ManagerBasedRlEnv, body_ids: torch.Tensor) -> torch.Tensor:
+def body_orientation_l2(env: EnvView, body_ids: torch.Tensor) -> torch.Tensor:
     """``sum_b ||g_xy||^2``, ``g`` world gravity in each body's frame: 0 when the bodies are level."""
     gravity = gravity_in_frame(env.sim.state.body_quat_w[:, body_ids])
     return torch.sum(torch.square(gravity[..., :2]), dim=(1, 2))
 
 
-def feet_orientation_l2(env: ManagerBasedRlEnv, body_ids: torch.Tensor) -> torch.Tensor:
+def feet_orientation_l2(env: EnvView, body_ids: torch.Tensor) -> torch.Tensor:
     """``sum_b (q_x^2 + q_y^2)`` of the bodies' world quaternions: 0 for soles flat on the ground
     (a pure yaw has ``q_x = q_y = 0``); ``sin^2(tilt / 2)`` for a tilt about a horizontal axis."""
     quat = env.sim.state.body_quat_w[:, body_ids]
@@ -55,11 +55,11 @@ class WeightedPose:
         (UniLab: legs light, waist and arms heavy, so the legs are free to walk).
     """
 
-    def __init__(self, env: ManagerBasedRlEnv, weights: dict[str, float]) -> None:
+    def __init__(self, env: EnvView, weights: dict[str, float]) -> None:
         robot = env.robot
         values: list[float | None] = [None] * robot.num_joints
         for pattern, weight in weights.items():
-            for j in robot.joint_ids([pattern]):
+            for j in robot.joint_columns([pattern]):
                 if values[j] is not None:
                     raise ValueError(f"WeightedPose weights: joint '{robot.joint_names[j]}' matches two patterns")
                 values[j] = float(weight)
@@ -68,7 +68,7 @@ class WeightedPose:
             raise ValueError(f"WeightedPose weights: no weight for joints {missing}")
         self.weights = torch.tensor(values, dtype=torch.float32, device=env.device)
 
-    def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
+    def __call__(self, env: EnvView) -> torch.Tensor:
         robot = env.robot
         return torch.sum(self.weights * torch.square(robot.joint_pos - robot.default_joint_pos), dim=1)
 
@@ -104,7 +104,7 @@ class FeetPhase:
 
     def __init__(
         self,
-        env: ManagerBasedRlEnv,
+        env: EnvView,
         site_ids: torch.Tensor,
         swing_height: float,
         sigma: float,
@@ -114,8 +114,8 @@ class FeetPhase:
             raise ValueError(f"FeetPhase site_names must name two sites (left, right), got {site_ids.shape[0]}")
         m = env.sim.mj_model
         data = mujoco.MjData(m)
-        if env.cfg.sim.keyframe is not None:
-            mujoco.mj_resetDataKeyframe(m, data, m.key(env.cfg.sim.keyframe).id)
+        if env.robot.keyframe is not None:
+            mujoco.mj_resetDataKeyframe(m, data, m.key(env.robot.keyframe).id)
         mujoco.mj_kinematics(m, data)
         self.site_ids = site_ids
         self.rest_height = torch.tensor(
@@ -124,7 +124,7 @@ class FeetPhase:
         self.offsets = torch.tensor([0.0, math.pi], device=env.device)
         self.swing_height, self.sigma, self.command_name = swing_height, sigma, command_name
 
-    def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
+    def __call__(self, env: EnvView) -> torch.Tensor:
         phase = env.command_manager.get(self.command_name).phase
         target = swing_height_target(phase[:, None] + self.offsets, self.swing_height)
         height = env.sim.state.site_pos_w[:, self.site_ids, 2] - self.rest_height

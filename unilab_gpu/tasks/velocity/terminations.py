@@ -10,10 +10,10 @@ import torch
 from unilab_gpu.envs.mdp.observations import gravity_in_frame
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.managers.env_view import EnvView
 
 
-def body_tilt_above(env: ManagerBasedRlEnv, body_ids: torch.Tensor, max_degrees: float) -> torch.Tensor:
+def body_tilt_above(env: EnvView, body_ids: torch.Tensor, max_degrees: float) -> torch.Tensor:
     """Any of the bodies tilts more than ``max_degrees`` from upright (angle between its z axis and
     the world's: ``cos(tilt) = -g_z``, ``g`` world gravity in the body frame)."""
     gravity = gravity_in_frame(env.sim.state.body_quat_w[:, body_ids])

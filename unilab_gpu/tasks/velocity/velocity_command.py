@@ -8,12 +8,19 @@ from typing import TYPE_CHECKING
 import torch
 
 from unilab_gpu.managers.row_buffers import rows_with_dummy
+from unilab_gpu.utils.ranges import clamp_to, low_and_span
 from unilab_gpu.utils.rotations import quat_apply_inverse, yaw_quat
 
 if TYPE_CHECKING:
-    from unilab_gpu.envs.manager_based_env import ManagerBasedRlEnv
+    from unilab_gpu.managers.env_view import EnvView
+    from unilab_gpu.managers.reset_staging import ResetStaging
 
 TWO_PI = 2.0 * math.pi
+
+VELOCITY_METRICS = {"lin_vel_error": "velocity/lin_vel_error_mps", "yaw_rate_error": "velocity/yaw_rate_error_radps"}
+""":meth:`VelocityCommand.tracking_errors` key -> its per-step mean in ``stats.summary()``: the
+planar velocity error ``||c_xy - v_xy||`` (m/s) and the yaw-rate error ``|c_z - omega_z|`` (rad/s),
+means over rows and steps, against the command the step's rewards see."""
 
 
 class VelocityCommand:
@@ -41,7 +48,7 @@ class VelocityCommand:
 
     def __init__(
         self,
-        env: ManagerBasedRlEnv,
+        env: EnvView,
         lin_vel_x_range: list[float],
         lin_vel_y_range: list[float],
         ang_vel_z_range: list[float],
@@ -70,8 +77,8 @@ class VelocityCommand:
         self.num_envs = n
         self.step_dt = env.step_dt
         self.robot = env.robot
-        ranges = torch.tensor([lin_vel_x_range, lin_vel_y_range, ang_vel_z_range], dtype=torch.float32, device=device)
-        self.low, self.span = ranges[:, 0], ranges[:, 1] - ranges[:, 0]
+        ranges = [lin_vel_x_range, lin_vel_y_range, ang_vel_z_range]
+        self.low, self.span = low_and_span(ranges, 3, "VelocityCommand: the velocity ranges", device)
         self.time_low, self.time_span = resampling_time_range[0], resampling_time_range[1] - resampling_time_range[0]
         self.dead_zone = dead_zone
         self.phase_step = TWO_PI * gait_frequency * env.step_dt
@@ -84,6 +91,7 @@ class VelocityCommand:
         self._time_left, self.time_left = rows_with_dummy(n, device=device)
         self._heading, self.heading = rows_with_dummy(n, device=device)
         self._heading_rows, self.heading_rows = rows_with_dummy(n, dtype=torch.bool, device=device)
+        self._metrics = {key: env.stats.add_step_mean(name) for key, name in VELOCITY_METRICS.items()}
 
     def draw(self, rows: int) -> torch.Tensor:
         """``rows`` fresh commands ``(rows, 3)``, dead zone applied."""
@@ -94,8 +102,9 @@ class VelocityCommand:
         turning = raw[:, 2:].abs() >= self.dead_zone
         return torch.cat([raw[:, :2] * moving, raw[:, 2:] * turning], dim=1)
 
-    def update(self, env: ManagerBasedRlEnv) -> None:
-        """Advance the gait clock and the timers; resample the rows whose timer expired."""
+    def update(self, env: EnvView) -> None:
+        """Advance the gait clock and the timers; resample the rows whose timer expired; add this
+        step's velocity errors (:data:`VELOCITY_METRICS`) into the stats' step sums."""
         self.phase.copy_(torch.remainder(self.phase + self.phase_step, TWO_PI))
         self.time_left.sub_(self.step_dt)
         due = self.time_left <= 0.0
@@ -107,9 +116,14 @@ class VelocityCommand:
             self.heading.copy_(torch.where(due, heading, self.heading))
             self.heading_rows.copy_(torch.where(due, heading_rows, self.heading_rows))
             self._steer()
+        # After the resample and the steering: the errors of the command this step's rewards score.
+        for key, value in self.tracking_errors().items():
+            self._metrics[key].add_(value)
 
-    def reset(self, env_ids: torch.Tensor) -> None:
-        """New command, timer and gait phase for the rows starting an episode (padded ids)."""
+    def reset(self, staging: ResetStaging) -> None:
+        """New command, timer and gait phase for the staged rows (``staging.env_ids``, padded);
+        the staged robot state is left to the reset events."""
+        env_ids = staging.env_ids
         k = env_ids.shape[0]
         self._command.index_copy_(0, env_ids, self.draw(k))
         self._time_left.index_copy_(0, env_ids, self._draw_time(k))
@@ -119,16 +133,21 @@ class VelocityCommand:
             self._heading.index_copy_(0, env_ids, heading)
             self._heading_rows.index_copy_(0, env_ids, heading_rows)
 
-    def tracking_errors(self) -> dict[str, torch.Tensor]:
-        """Mean over rows of the planar velocity error ``||c_xy - v_xy||`` (m/s, ``v`` the root
-        velocity in the root frame) and of the yaw-rate error ``|c_z - omega_z|`` (rad/s), as 0-d
-        device tensors: no host sync, so a rollout can sum them and read the sums once."""
+    def row_errors(self) -> dict[str, torch.Tensor]:
+        """Per row, ``(num_envs,)``: the planar velocity error ``||c_xy - v_xy||`` (m/s, ``v`` the
+        root velocity in the root frame, as the tracking reward) and the yaw-rate error
+        ``|c_z - omega_z|`` (rad/s, ``omega`` the root angular velocity in the root frame)."""
         robot = self.robot
         lin_vel_b = quat_apply_inverse(robot.root_quat_w, robot.root_lin_vel_w)
         return {
-            "lin_vel_error": torch.linalg.vector_norm(self.command[:, :2] - lin_vel_b[:, :2], dim=1).mean(),
-            "yaw_rate_error": (self.command[:, 2] - robot.root_ang_vel_b[:, 2]).abs().mean(),
+            "lin_vel_error": torch.linalg.vector_norm(self.command[:, :2] - lin_vel_b[:, :2], dim=1),
+            "yaw_rate_error": (self.command[:, 2] - robot.root_ang_vel_b[:, 2]).abs(),
         }
+
+    def tracking_errors(self) -> dict[str, torch.Tensor]:
+        """The :meth:`row_errors` as means over rows, 0-d device tensors: no host sync, so a
+        rollout can sum them and read the sums once."""
+        return {name: error.mean() for name, error in self.row_errors().items()}
 
     def _draw_time(self, rows: int) -> torch.Tensor:
         return self.time_low + self.time_span * torch.rand(rows, device=self.low.device)
@@ -143,5 +162,5 @@ class VelocityCommand:
         yaw = 2.0 * torch.atan2(q[:, 3], q[:, 0])
         error = torch.remainder(self.heading - yaw + math.pi, TWO_PI) - math.pi
         low, high = self.low[2], self.low[2] + self.span[2]
-        rate = torch.maximum(torch.minimum(self.heading_stiffness * error, high), low)
+        rate = clamp_to(self.heading_stiffness * error, low, high)
         self.command[:, 2] = torch.where(self.heading_rows, rate, self.command[:, 2])

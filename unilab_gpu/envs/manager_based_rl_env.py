@@ -12,18 +12,20 @@ import torch
 from unilab_gpu.envs.env_cfg import EnvCfg, check_env_cfg
 from unilab_gpu.envs.episode_stats import EpisodeStats
 from unilab_gpu.envs.reset_rows import ResetRowCompactor
-from unilab_gpu.envs.robot import Robot
 from unilab_gpu.envs.snapshot import EnvSnapshot, env_tensors
 from unilab_gpu.managers.action_manager import ActionManager
 from unilab_gpu.managers.command_manager import CommandManager
 from unilab_gpu.managers.event_manager import EventManager
 from unilab_gpu.managers.observation_manager import ObservationManager
+from unilab_gpu.managers.reset_staging import ResetStaging
 from unilab_gpu.managers.reward_manager import RewardManager
 from unilab_gpu.managers.row_buffers import rows_with_dummy
 from unilab_gpu.managers.term import Term
 from unilab_gpu.managers.termination_manager import TerminationManager
 from unilab_gpu.sim.capture import CaptureUnsupportedError, CudaGraph, capture_unsupported_reason
+from unilab_gpu.sim.robot import Robot
 from unilab_gpu.sim.simulator import Simulator
+from unilab_gpu.utils.compiling import maybe_compile
 
 
 class CaptureReplayError(RuntimeError):
@@ -66,6 +68,10 @@ class ManagerBasedRlEnv:
     writes, row-restricted refresh, per-row manager resets) -> observations. Nothing in it reads a
     value back to the host or changes a shape, so on CUDA the whole step is captured once as a
     CUDA graph and replayed; on CPU the same code runs directly.
+
+    Every random draw uses torch's default generator of the env's device; the env never seeds it
+    (``make_env(seed=...)`` does, before building the env), so building an env leaves a caller's
+    seeding alone.
     """
 
     def __init__(
@@ -74,7 +80,6 @@ class ManagerBasedRlEnv:
         num_envs: int | None = None,
         device: str | torch.device = "cpu",
         *,
-        seed: int = 0,
         compile: bool = True,
         capture: bool | str = "auto",
         debug: bool = False,
@@ -86,8 +91,6 @@ class ManagerBasedRlEnv:
         """Args:
         num_envs: overrides ``cfg.num_envs``.
         device: ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (``self.device`` is indexed).
-        seed: seeds torch's generators (the step's randomness comes from the device's default
-          generator, which CUDA graphs and ``torch.compile`` both handle).
         compile: ``torch.compile`` the manager phases (``fullgraph=True, dynamic=False``).
         capture: ``"auto"`` (default): on CUDA, capture the whole step as one CUDA graph at the
           first ``reset``; if the device cannot capture, or capture or the first-replay check
@@ -106,7 +109,6 @@ class ManagerBasedRlEnv:
         self.name = name
         self.num_envs = num_envs if num_envs is not None else cfg.num_envs
         self.debug = debug
-        torch.manual_seed(seed)
         check_env_cfg(cfg, self.num_envs)
         capacity = cfg.reset_capacity or max(8, self.num_envs // 8)
         self.reset_capacity = min(capacity, self.num_envs)
@@ -131,23 +133,20 @@ class ManagerBasedRlEnv:
         n, k = self.num_envs, self.reset_capacity
         self._length_storage, self.episode_length = rows_with_dummy(n, dtype=torch.int64, device=self.device)
         """Steps since each row's episode started, ``(num_envs,)`` int64."""
-        self.episode_failed_padded, self.episode_failed = rows_with_dummy(n, dtype=torch.bool, device=self.device)
-        """True where the row's last episode ended by a termination (not a time-out), ``(num_envs,)``.
-        At reset, index ``episode_failed_padded`` (one dummy row more) with ``reset_ids``."""
         self._compactor = ResetRowCompactor(n, k, self.device)
-        self.reset_ids = self._compactor.env_ids
-        """Rows reset in the current step, ``(reset_capacity,)`` int64 padded with ``num_envs``."""
-        self.reset_qpos = torch.zeros(k, self.sim.mj_model.nq, device=self.device)
-        """Staging state of the rows being reset, ``(reset_capacity, nq)``; reset events edit it."""
-        self.reset_qvel = torch.zeros(k, self.sim.mj_model.nv, device=self.device)
-        """Staging velocities of the rows being reset, ``(reset_capacity, nv)``."""
+        self.reset_staging = ResetStaging(n, self._compactor.env_ids, self.sim.mj_model.nq, self.sim.mj_model.nv)
+        """The rows reset in the current step and their new state (``env_ids (reset_capacity,)``
+        padded with ``num_envs``, ``qpos``, ``qvel``, ``episode_failed``): filled by the env, the
+        command terms and the reset events, in that order (``_stage_resets_eager``)."""
 
         self.stats = EpisodeStats(self.device)
+        # Terms may read the managers built before theirs (``EnvView``): commands first, the
+        # reward manager before the events (a curriculum event rescales its weights).
         self.action_manager = ActionManager(cfg.actions, self)
         self.command_manager = CommandManager(cfg.commands, self)
-        self.event_manager = EventManager(cfg.events, self)
         self.termination_manager = TerminationManager(cfg.terminations, self)
         self.reward_manager = RewardManager(cfg.rewards, self)
+        self.event_manager = EventManager(cfg.events, self)
         self.observation_manager = ObservationManager(cfg.observations, self)
         self.stats.set_terms(self.reward_manager.term_names, self.termination_manager.term_names)
         self._action_in = torch.zeros(n, self.action_manager.action_dim, device=self.device)
@@ -169,7 +168,13 @@ class ManagerBasedRlEnv:
 
         self.compiled = compile
         """Whether the manager phases run through ``torch.compile``."""
-        wrap = _compiler(compile)
+
+        # fallback_random: compiled code draws the same random numbers as eager code (Inductor's own
+        # RNG differs), so compiled and eager steps agree and a seeded run reproduces either way.
+        # Scoped to the env's regions, so an agent's compiled code is left as it is.
+        def wrap(fn: Callable) -> Callable:
+            return maybe_compile(fn, compile, options={"fallback_random": True})
+
         self._apply_actions = wrap(self._apply_actions_eager)
         # Separate regions: Inductor 2.13's CPU codegen failed on evaluate + final observations
         # fused into one graph (KeyError on a buffer name), and splitting costs one launch.
@@ -303,7 +308,7 @@ class ManagerBasedRlEnv:
         For profilers: ``marker(phase)`` is called right after each phase of ``STEP_PHASES``
         (it may record a CUDA event, also while this runs under a CUDA graph capture).
         """
-        mark = marker or _no_marker
+        mark = marker or no_phase_mark
         self._apply_actions()
         mark("actions")
         self.sim.step(self.cfg.decimation)
@@ -336,9 +341,10 @@ class ManagerBasedRlEnv:
         self._action_in.copy_(actions.detach())
 
     def _reset_selected_rows(self) -> None:
+        staging = self.reset_staging
         self._stage_resets()
-        self.sim.write_rows(self.reset_ids, self.reset_qpos, self.reset_qvel)
-        self.sim.refresh(self.reset_ids)
+        self.sim.write_rows(staging.env_ids, staging.qpos, staging.qvel)
+        self.sim.refresh(staging.env_ids)
         self._finish_resets()
 
     def _apply_actions_eager(self) -> None:
@@ -364,7 +370,7 @@ class ManagerBasedRlEnv:
         terms.truncated.logical_and_(~waiting)
         self.reward_manager.compute(self, invalid | waiting)  # past its end a row earns nothing
         ended = terms.terminated | terms.truncated
-        self.episode_failed.copy_(torch.where(ended, terms.terminated, self.episode_failed))
+        self.reset_staging.record_ends(ended, terms.terminated)
         self.stats.accumulate(
             ended,
             terms.terminated,
@@ -387,13 +393,16 @@ class ManagerBasedRlEnv:
             final.copy_(torch.where(invalid, torch.zeros_like(final), final))
 
     def _stage_resets_eager(self) -> None:
-        self.reset_qpos.copy_(self.robot.default_qpos.expand_as(self.reset_qpos))
-        self.reset_qvel.zero_()
-        self.command_manager.reset(self.reset_ids)
-        self.event_manager.apply_reset(self, self.reset_ids)
+        """Assemble the new episode starts of the staged rows, each writer on top of the last:
+        the default pose and zero velocity, then the command terms (e.g. a motion reference's
+        pose), then the reset events (e.g. noise). See ``managers.reset_staging``."""
+        staging = self.reset_staging
+        staging.begin(self.robot.default_qpos)
+        self.command_manager.reset(staging)
+        self.event_manager.apply_reset(self, staging)
 
     def _finish_resets_eager(self) -> None:
-        ids = self.reset_ids
+        ids = self.reset_staging.env_ids
         self._length_storage.index_fill_(0, ids, 0)
         self.action_manager.reset(ids)
         self.reward_manager.reset(ids)
@@ -402,8 +411,8 @@ class ManagerBasedRlEnv:
             for term in group.terms:
                 term.reset(ids)
 
-    def _observe_eager(self, reset_rows: torch.Tensor, after_final: bool) -> None:
-        self.observation_manager.compute(self, reset_rows, after_final)
+    def _observe_eager(self, reset_mask: torch.Tensor, after_final: bool) -> None:
+        self.observation_manager.compute(self, reset_mask, after_final)
 
     # ------------------------------------------------------------------------------------------
     # Cold path.
@@ -467,7 +476,7 @@ class ManagerBasedRlEnv:
         n, k = self.num_envs, self.reset_capacity
         for start in range(0, n, k):
             ids = torch.arange(start, start + k, device=self.device).clamp_(max=n)  # pad with n
-            self.reset_ids.copy_(ids)
+            self.reset_staging.env_ids.copy_(ids)
             self._reset_selected_rows()
         self._compactor.clear_pending()
         self.sim.refresh()
@@ -482,17 +491,8 @@ STEP_PHASES = ("actions", "physics", "refresh", "evaluate", "reset", "observe")
 """Phases of one env step in order; ``evaluate`` includes the final observations."""
 
 
-def _no_marker(phase: str) -> None:
-    pass
-
-
-def _compiler(enabled: bool) -> Callable[[Callable], Callable]:
-    if not enabled:
-        return lambda fn: fn
-    # fallback_random: compiled code draws the same random numbers as eager code (Inductor's own
-    # RNG differs), so compiled and eager steps agree and a seeded run reproduces either way.
-    # Set per compiled region, not globally, so an agent's compiled code is left as it is.
-    return lambda fn: torch.compile(fn, fullgraph=True, dynamic=False, options={"fallback_random": True})
+def no_phase_mark(phase: str) -> None:
+    """A ``marker(phase)`` that records nothing: for code timed only when a profiler asks."""
 
 
 def _raise_on_bad_rows(what: str, bad: torch.Tensor) -> None:

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import mujoco
 import numpy as np
 import torch
 
+from unilab_gpu.sim.joints import SCALAR_JOINT_TYPES, has_free_root
 from unilab_gpu.sim.names import resolve_names
 from unilab_gpu.sim.simulator import Simulator
-
-_SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 
 
 class Robot:
@@ -25,7 +23,7 @@ class Robot:
 
     def __init__(self, sim: Simulator, keyframe: str | None = None) -> None:
         m = sim.mj_model
-        joints = [j for j in range(m.njnt) if int(m.jnt_type[j]) in _SCALAR_JOINTS]
+        joints = [j for j in range(m.njnt) if int(m.jnt_type[j]) in SCALAR_JOINT_TYPES]
         if not joints:
             raise ValueError("the model has no hinge or slide joints to control")
         qpos_cols = m.jnt_qposadr[joints]
@@ -34,6 +32,8 @@ class Robot:
             raise ValueError("hinge/slide joints must occupy contiguous qpos and qvel columns")
         q0, v0, count = int(qpos_cols[0]), int(dof_cols[0]), len(joints)
         self.sim = sim
+        self.keyframe = keyframe
+        """The model keyframe of the default pose (``None``: ``qpos0``)."""
         self.joint_names = [sim.joint_names[j] for j in joints]
         self.num_joints = count
         self.qpos_slice = slice(q0, q0 + count)
@@ -56,7 +56,7 @@ class Robot:
         self.default_qpos = torch.tensor(key_qpos, dtype=torch.float32, device=device)
         """Full default qpos (keyframe or qpos0), ``(nq,)``."""
 
-        self.has_root = m.njnt > 0 and int(m.jnt_type[0]) == int(mujoco.mjtJoint.mjJNT_FREE)
+        self.has_root = has_free_root(m)
         if self.has_root:
             self.root_body_id = int(m.jnt_bodyid[0])
             self.root_pos_w = s.qpos[:, 0:3]
@@ -76,6 +76,7 @@ class Robot:
         finite = torch.isfinite(lo) & torch.isfinite(hi)
         return torch.where(finite, mid - half, lo), torch.where(finite, mid + half, hi)
 
-    def joint_ids(self, names: str | Sequence[str]) -> list[int]:
-        """Columns of ``joint_pos`` for joint names or regular expressions."""
+    def joint_columns(self, names: str | Sequence[str]) -> list[int]:
+        """Columns of ``joint_pos`` / ``joint_vel`` (not MuJoCo joint ids, see
+        ``Simulator.joint_ids``) for joint names or regular expressions."""
         return resolve_names("joint", names, self.joint_names)

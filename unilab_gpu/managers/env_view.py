@@ -1,0 +1,80 @@
+"""What a term sees of the env: the attributes terms and managers may read and write.
+
+Terms are called with the env, ``f(env, **params)``; this Protocol declares which of the env's
+attributes they may use, so a term written against it works with any env that satisfies it,
+and the managers need not know the env class (``managers/`` never imports ``envs/``).
+``ManagerBasedRlEnv`` satisfies it (tested). Everything listed is built before the first
+term, except where noted; every tensor is a persistent buffer (write it in place, never
+rebind it: the step is captured as a CUDA graph).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import torch
+
+if TYPE_CHECKING:
+    from unilab_gpu.managers.action_manager import ActionManager
+    from unilab_gpu.managers.command_manager import CommandManager
+    from unilab_gpu.managers.reset_staging import ResetStaging
+    from unilab_gpu.managers.reward_manager import RewardManager
+    from unilab_gpu.sim.robot import Robot
+    from unilab_gpu.sim.simulator import Simulator
+
+
+class StatsRegistry(Protocol):
+    """The part of the env's episode statistics that terms use: publish device scalars."""
+
+    def register(self, name: str, value: torch.Tensor) -> None:
+        """Report the 0-d tensor ``value`` (kept up to date by the term) under ``name``."""
+        ...
+
+    def add_step_mean(self, name: str) -> torch.Tensor:
+        """A 0-d accumulator the term adds one value into every step; reported as a mean per step."""
+        ...
+
+
+@runtime_checkable
+class EnvView(Protocol):
+    """The term-facing env. Shapes: ``N = num_envs``, ``J`` robot joints, ``K`` reset capacity.
+
+    Read:
+      num_envs: ``N`` parallel worlds (rows of every per-row buffer).
+      device: the indexed torch device of every buffer.
+      step_dt: seconds per env step (``decimation`` physics steps).
+      max_episode_length: steps after which the ``time_out`` term fires.
+      episode_length: ``(N,)`` int64, steps since each row's episode started.
+      sim: the simulator: ``sim.state`` (zero-copy ``(N, ...)`` views of qpos, qvel, ctrl, body
+        and site poses and velocities, sensordata, body contacts), ``sim.model_fields``
+        (per-world model arrays, ``(N, ...)``), ``sim.mj_model`` and MuJoCo-id lookups by name
+        (``body_ids``, ``site_ids``, ...; cold path).
+      robot: typed views of the robot: ``joint_pos``/``joint_vel (N, J)``, ``default_joint_pos
+        (J,)``, ``joint_limits (J, 2)``, ``root_pos_w (N, 3)``, ``root_quat_w (N, 4)`` wxyz,
+        ``root_lin_vel_w (N, 3)``, ``root_ang_vel_b (N, 3)``, ``default_qpos (nq,)``,
+        ``joint_columns(names)`` (cold path).
+      action_manager: ``last_action``/``prev_action (N, action_dim)``.
+      command_manager: ``get(name)`` returns a command term (built before the event,
+        termination, reward and observation terms, which may read it).
+    Write:
+      reset_staging: the episode starts of the rows being reset (``env_ids (K,)``,
+        ``qpos (K, nq)``, ``qvel (K, nv)``, ``episode_failed (K,)``); reset events edit it.
+      robot / sim.state views: interval events may change the state (e.g. push the root).
+      sim.model_fields: events randomize the rows they are given.
+      reward_manager: ``weights (num_reward_terms,)``, which a curriculum may rescale (built
+        before the event terms).
+      stats: publish device scalars (``register``, ``add_step_mean``) at construction.
+    """
+
+    num_envs: int
+    device: torch.device
+    step_dt: float
+    max_episode_length: int
+    episode_length: torch.Tensor
+    sim: Simulator
+    robot: Robot
+    action_manager: ActionManager
+    command_manager: CommandManager
+    reward_manager: RewardManager
+    reset_staging: ResetStaging
+    stats: StatsRegistry
