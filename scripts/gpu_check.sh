@@ -78,13 +78,16 @@ block train 120 "$PY" scripts/gpu_train_check.py --device cuda --num-envs 4096 -
   --out "$OUT/train_check.json"
 
 # 5. Only with more than one visible GPU: data-parallel training, one rank per GPU (torchrun):
-#    a short FlashSAC run on G1 tracking that must finish and checkpoint, and the per-rank and
-#    total training throughput of 1 rank against all of them.
+#    a short FlashSAC run on G1 tracking that must finish and checkpoint, the doctor on every rank
+#    (replicas stay identical; per-rank and total step throughput), and the per-rank and total
+#    training throughput of 1 rank against all of them.
 gpus=$("$PY" -c "import torch; print(torch.cuda.device_count())")
 if [ "$gpus" -gt 1 ]; then
   block dist_train 150 "$PY" -m torch.distributed.run --nproc_per_node="$gpus" -m unilab_gpu.cli.train \
     algo=flashsac total_env_steps=$((gpus * 1024 * 200)) env.num_envs=1024 log_every=50 export_onnx=false \
     run_dir="$OUT/dist_run"
+  block dist_doctor 150 "$PY" -m torch.distributed.run --nproc_per_node="$gpus" -m unilab_gpu.cli.doctor \
+    --tasks pendulum --num-envs 1024 --no-compile --out "$OUT/doctor_fleet.json"
   block dist_bench 150 "$PY" scripts/bench_distributed.py --device cuda --task g1_tracking --num-envs 1024 \
     --iterations 100 --ranks 1 "$gpus" --out "$OUT/distributed_gpu.json"
 fi

@@ -86,7 +86,9 @@ def test_corrupt_checkpoint_on_resume_names_the_file(tmp_path, capsys):
     assert str(run_dir / "checkpoint.pt") in err and "corrupt" in err and "Traceback" not in err
 
 
-def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path, signum):
+    """Ctrl-C, and the SIGTERM torchrun or a scheduler sends, stop after the iteration and save."""
     run_dir = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.Popen(
@@ -101,7 +103,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     for line in proc.stdout:  # wait until training is under way
         if line.startswith("it 3/") or time.monotonic() > deadline:
             break
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == INTERRUPTED_EXIT_CODE, err[-2000:]
     assert "Traceback" not in err

@@ -13,6 +13,7 @@ end-to-end ones ``torchrun -m unilab_gpu.cli.train`` or two ``python -m unilab_g
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -293,3 +294,22 @@ def test_killing_one_rank_stops_the_other(tmp_path, victim):
     assert f"unilab-train: rank {1 - victim}:" in (tmp_path / f"rank{1 - victim}.log").read_text()
     checkpoint = load_checkpoint(run_dir)
     assert checkpoint["trainer"]["iteration"] % 20 == 0 and checkpoint["trainer"]["iteration"] >= 20
+
+
+def test_doctor_under_two_ranks_checks_replicas_and_sums_throughput(tmp_path):
+    """``unilab-doctor`` under torchrun's environment: each rank audits on its own device, the
+    replicas check passes (parameters equal bit for bit after data-parallel updates on different
+    batches), and rank 0's report lists every rank's throughput and their sum."""
+    report = tmp_path / "doctor.json"
+    args = ["-m", "unilab_gpu.cli.doctor", "--device", "cpu", "--tasks", "pendulum", "--out", str(report)]
+    assert wait_all(start_ranks(args, tmp_path), tmp_path, timeout=240) == [0] * WORLD
+    result = json.loads(report.read_text())
+    checks = {c["name"]: c for c in result["checks"]}
+    assert result["verdict"] == "pass"
+    replicas = checks["data-parallel replicas"]
+    assert replicas["status"] == "pass" and replicas["data"]["max_difference"] == 0.0
+    assert [r["status"] for r in replicas["data"]["ranks"]] == ["pass", "pass"]
+    throughput = checks["throughput and phases"]["data"]
+    per_rank = [r["data"]["env_steps_per_s"] for r in throughput["ranks"]]
+    assert len(per_rank) == WORLD and all(v > 0 for v in per_rank)
+    assert throughput["total_env_steps_per_s"] == pytest.approx(sum(per_rank))

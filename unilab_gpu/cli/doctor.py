@@ -9,6 +9,12 @@ cannot check is reported as ``skip`` with the reason. Prints a verdict table and
 
     unilab-doctor                       # the default device (cuda if available)
     unilab-doctor --device cpu --out doctor.json
+    torchrun --nproc_per_node=N -m unilab_gpu.cli.doctor   # every rank on its cuda:LOCAL_RANK
+
+Under ``torchrun`` every rank runs the checks on its own device at the same time, and one more:
+data-parallel updates keep every rank's networks identical. Rank 0 writes the report: a check
+fails if it fails on any rank, ``ranks`` holds every rank's checks, and the throughput check
+gives each rank's env-steps/s and their sum.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import torch
 from unilab_gpu.cli.bench import write_json_atomic
 from unilab_gpu.envs.make_env import available_tasks, make_env
 from unilab_gpu.profiling.machine_info import machine_info
+from unilab_gpu.rl.distributed import DataParallel, launch_from_env, rank_device
 from unilab_gpu.sim.capture import capture_unsupported_reason
 from unilab_gpu.sim.device import VERBOSE_ENV, resolve_device
 from unilab_gpu.utils.sync_audit import no_host_sync
@@ -227,6 +234,48 @@ def check_throughput(env) -> Check:
     return Check("throughput and phases", "info", detail, row)
 
 
+def check_data_parallel(dp: DataParallel, device: torch.device, updates: int = 3) -> Check:
+    """Replicas stay identical: a tiny SAC agent built from this rank's own seed (so the ranks
+    start apart), attached to the fleet, updated on rank-specific random batches; afterwards every
+    rank's actor and critic parameters must equal rank 0's bit for bit."""
+    from unilab_gpu.rl.off_policy import BATCH_KEYS
+    from unilab_gpu.rl.trainer import TINY_CONFIGS, algo_config, make_agent
+
+    torch.manual_seed(1000 + dp.rank)
+    agent = make_agent(algo_config(TINY_CONFIGS["sac"], compile=False), {"policy": 3}, 1, 4, device)
+    dp.attach(agent)
+    generator = torch.Generator(device).manual_seed(dp.rank)
+    size = agent.cfg.batch_size
+    shapes = {"action": (size, 1), "reward": (size,), "discount": (size,)}
+    for _ in range(updates):
+        batch = {key: torch.rand(shapes.get(key, (size, 3)), device=device, generator=generator) for key in BATCH_KEYS}
+        agent.update(batch)
+    flat = torch.cat([p.detach().reshape(-1) for m in (agent.actor, agent.critic) for p in m.parameters()])
+    spread = float((dp.all_gather(flat, "doctor parameter check") - flat).abs().max())
+    detail = f"{dp.world_size} ranks, {updates} updates on different batches: largest parameter difference {spread:g}"
+    return Check("data-parallel replicas", "pass" if spread == 0.0 else "fail", detail, {"max_difference": spread})
+
+
+def fleet_checks(dp: DataParallel, checks: list[Check]) -> list[Check]:
+    """Rank 0's view of every rank's ``checks`` (same names, same order): a check's status is
+    the worst over the ranks; throughput rows list every rank and their sum."""
+    ranks = dp.all_gather_object([asdict(c) for c in checks], "doctor reports")
+    order = {"fail": 3, "pass": 2, "info": 1, "skip": 0}
+    merged = []
+    for i, check in enumerate(checks):
+        per_rank = [r[i] for r in ranks]
+        status = max((c["status"] for c in per_rank), key=order.__getitem__)
+        failing = [rank for rank, c in enumerate(per_rank) if c["status"] == "fail"]
+        detail = check.detail + (f" (fails on ranks {failing})" if failing else "")
+        data = {**check.data, "ranks": per_rank}
+        if check.name == "throughput and phases" and all("env_steps_per_s" in c["data"] for c in per_rank):
+            total = sum(c["data"]["env_steps_per_s"] for c in per_rank)
+            data["total_env_steps_per_s"] = total
+            detail = f"{len(per_rank)} ranks, {total:,.0f} env-steps/s in total; rank 0: {check.detail}"
+        merged.append(Check(check.name, status, detail, data))
+    return merged
+
+
 def _guarded(name: str, run: Callable[[], Check]) -> Check:
     try:
         return run()
@@ -318,8 +367,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.verbose:
         os.environ[VERBOSE_ENV] = "1"
+    launch = launch_from_env()
     try:
-        device = resolve_device(args.device)
+        device = resolve_device(args.device) if launch is None else rank_device(args.device, launch)
     except ValueError as error:
         raise SystemExit(f"--device: {error}") from None
     tasks = args.tasks if args.tasks else available_tasks()
@@ -331,9 +381,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     if not out.parent.exists():
         raise SystemExit(f"--out: folder {out.parent} does not exist")
-    print(f"unilab-doctor: {platform.node()} on {device}, torch {torch.__version__}", flush=True)
+    dp = DataParallel.start(launch, device) if launch is not None else None
+    where = f" rank {dp.rank}/{dp.world_size}" if dp is not None else ""
+    print(f"unilab-doctor:{where} {platform.node()} on {device}, torch {torch.__version__}", flush=True)
     start = time.perf_counter()
     checks = run_checks(device, tasks, args.num_envs, compile=device.type == "cuda" and not args.no_compile)
+    if dp is not None:
+        checks.append(_guarded("data-parallel replicas", lambda: check_data_parallel(dp, device)))
+        checks = fleet_checks(dp, checks)
+        dp.close()
+        if not dp.is_main:
+            return 0 if all(c.status != "fail" for c in checks) else 1
     result = report(device, checks, time.perf_counter() - start)
     write_json_atomic(out, result)
     print(table(checks))

@@ -176,7 +176,7 @@ class Run:
     def save(self, trainer: Trainer | None = None) -> Path:
         """Write ``checkpoint.pt`` atomically (also the ``on_checkpoint`` callback); a Ctrl-C
         during the write is held back until it is done."""
-        with sigint_deferred():
+        with stop_signals_deferred():
             return save_checkpoint(self.run_dir / CHECKPOINT_NAME, self.payload())
 
 
@@ -303,12 +303,17 @@ def _build(
     return run
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Ctrl-C, and the SIGTERM with which torchrun, a job scheduler or ``kill`` ask a run to end."""
+
+
 @contextmanager
-def stop_on_sigint() -> Iterator[list[bool]]:
-    """While active, the first SIGINT sets ``flag[0]`` (the loop stops after its iteration);
-    a second one raises ``KeyboardInterrupt`` as usual."""
+def stop_on_signals() -> Iterator[list[bool]]:
+    """While active, the first SIGINT or SIGTERM sets ``flag[0]`` (the loop stops after its
+    iteration, at the next point where every rank agrees, and saves); a second one raises
+    ``KeyboardInterrupt``."""
     flag = [False]
-    previous = signal.getsignal(signal.SIGINT)
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
 
     def handler(signum, frame) -> None:
         if flag[0]:
@@ -317,32 +322,38 @@ def stop_on_sigint() -> Iterator[list[bool]]:
 
     installed = True
     try:
-        signal.signal(signal.SIGINT, handler)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, handler)
     except ValueError:  # not the main thread: keep the default behaviour
         installed = False
     try:
         yield flag
     finally:
         if installed:
-            signal.signal(signal.SIGINT, previous)
+            for signum, old in previous.items():
+                signal.signal(signum, old)
 
 
 @contextmanager
-def sigint_deferred() -> Iterator[None]:
-    """A SIGINT that arrives inside the block goes to the handler in place before it only once
-    the block is done (so a checkpoint write is never cut short by Ctrl-C)."""
+def stop_signals_deferred() -> Iterator[None]:
+    """A SIGINT or SIGTERM that arrives inside the block goes to the handler in place before it
+    only once the block is done (so a checkpoint write is never cut short)."""
     received: list[int] = []
     try:
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+        previous = {signum: signal.signal(signum, lambda s, frame: received.append(s)) for signum in STOP_SIGNALS}
     except ValueError:  # not the main thread: signals go to the main thread anyway
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-    for signum in received if callable(previous) else ():
-        previous(signum, None)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+    for signum in received:
+        if callable(previous[signum]):
+            previous[signum](signum, None)
+        elif previous[signum] == signal.SIG_DFL:  # e.g. SIGTERM outside a run: end the process now
+            signal.raise_signal(signum)
 
 
 def train(cfg: DictConfig, stream=None, data_parallel: DataParallel | None = None) -> int:
@@ -352,7 +363,7 @@ def train(cfg: DictConfig, stream=None, data_parallel: DataParallel | None = Non
     trainer, logger = run.trainer, run.trainer.logger
     env = trainer.env
     main = data_parallel is None or data_parallel.is_main
-    world = trainer.world_size
+    world = data_parallel.world_size if data_parallel is not None else 1
     # One env step per env per iteration off-policy; a PPO iteration is a rollout of several.
     total_steps = trainer.settings.iterations * env.num_envs * world * getattr(trainer, "steps_per_env", 1)
     ranks = f" on each of {world} ranks ({env.device.type})" if world > 1 else f" on {env.device}"
@@ -364,7 +375,7 @@ def train(cfg: DictConfig, stream=None, data_parallel: DataParallel | None = Non
     if trainer.iteration:
         logger.message(f"resumed at iteration {trainer.iteration} ({trainer.env_steps:,} env steps)")
     try:
-        with stop_on_sigint() as stop:
+        with stop_on_signals() as stop:
             finished = trainer.train(should_stop=lambda: stop[0])
             path = run.save() if main else None
     except KeyboardInterrupt:  # second Ctrl-C: the state may be mid-update, so do not save it
