@@ -132,6 +132,25 @@ class ErrorsSinceStart:
         return [float(s / c) if c > 0 else None for s, c in zip(self.sums, self.counts, strict=True)]
 
 
+class ActionSaturation:
+    """How often the deterministic policy's actions sit at their bound: the fraction of action
+    entries with ``|a| > threshold`` over an evaluation (tanh-squashed policies can learn
+    bang-bang actions, which under ``bounds: joint_limits`` put joints at their soft limits)."""
+
+    def __init__(self, env, threshold: float = 0.99) -> None:
+        self.env, self.threshold = env, threshold
+        self.at_bound = torch.zeros((), dtype=torch.float64)
+        self.entries = 0
+
+    def __call__(self, step: int) -> None:
+        action = self.env.action_manager.last_action
+        self.at_bound += (action.abs() > self.threshold).sum().cpu().double()
+        self.entries += action.numel()
+
+    def fraction(self) -> float:
+        return float(self.at_bound / max(self.entries, 1))
+
+
 def mean_over_first(by_age: list[float | None], steps: int) -> float | None:
     """Mean of the per-age errors over ages 1..steps (ages no episode reached are skipped)."""
     values = [v for v in by_age[:steps] if v is not None]
@@ -152,8 +171,19 @@ def evaluation(task: str, env_overrides: list[str], agent, num_envs: int, device
     )
     found = task_metrics(env)
     errors = None if found is None else ErrorsSinceStart(env, found[0])
-    stats = evaluate(env, agent_policy(agent), env.max_episode_length, on_step=errors)
-    out = {"episode_length": stats["episode/length"], "episodes": stats["episode/count"]}
+    saturation = ActionSaturation(env)
+
+    def on_step(step: int) -> None:
+        saturation(step)
+        if errors is not None:
+            errors(step)
+
+    stats = evaluate(env, agent_policy(agent), env.max_episode_length, on_step=on_step)
+    out = {
+        "episode_length": stats["episode/length"],
+        "episodes": stats["episode/count"],
+        "action_at_bound_fraction": saturation.fraction(),
+    }
     if found is not None:
         metrics = found[1]
         out.update({report: stats[key] for key, report in metrics.errors.items()})

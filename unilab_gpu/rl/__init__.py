@@ -16,5 +16,7 @@ Map (each algorithm reads top to bottom in one file):
                  algo config -> agent, evaluation rollouts
     logger       TensorBoard + console progress
     checkpoint   atomic checkpoints, run folders and their locks, resume checks
+    distributed  data-parallel training under torchrun: gradient averaging, merged statistics,
+                 fleet-wide logging and failure handling
     ppo          PPO through RSL-RL's OnPolicyRunner (PpoTrainer, PpoConfig; needs the rsl extra)
 """
