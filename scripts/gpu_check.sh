@@ -4,7 +4,9 @@
 #   OUT=/some/dir bash scripts/gpu_check.sh        # default OUT: ./gpu_check_out
 #
 # Writes to $OUT: environment.txt, doctor.json, gpu_tests.xml, bench_gpu_capture_{on,off}.json,
-# train_check.json, and summary.txt (one line per block with its exit status and seconds).
+# train_check.json, and summary.txt (one line per block with its exit status and seconds);
+# LEARNING_CURVES=1 adds the GPU-sized learning curves (block 6), SKIP_CHECKS=1 skips blocks 1-5:
+#   OUT=/some/dir SKIP_CHECKS=1 LEARNING_CURVES=1 bash scripts/gpu_check.sh
 # Installs nothing from the network; Python packages the machine lacks (mujoco, mujoco-warp,
 # warp-lang, hydra-core) can travel as wheels in ./.whl/ and are installed from there offline.
 #
@@ -54,6 +56,8 @@ block() {  # block NAME BUDGET_S COMMAND...: run with a time limit, record statu
   echo "$name exit=$rc seconds=$(( $(date +%s) - start )) budget=$budget" | tee -a "$OUT/summary.txt"
 }
 
+if [ "${SKIP_CHECKS:-0}" != 1 ]; then  # blocks 1-5; SKIP_CHECKS=1 runs only block 6
+
 # 1. unilab-doctor: capture, replay == eager (deterministic), no sync in replay, speed and phases.
 block doctor 180 "$PY" -m unilab_gpu.cli.doctor --device cuda --out "$OUT/doctor.json"
 
@@ -90,6 +94,23 @@ if [ "$gpus" -gt 1 ]; then
     --tasks pendulum --num-envs 1024 --no-compile --out "$OUT/doctor_fleet.json"
   block dist_bench 150 "$PY" scripts/bench_distributed.py --device cuda --task g1_tracking --num-envs 1024 \
     --iterations 100 --ranks 1 "$gpus" --out "$OUT/distributed_gpu.json"
+fi
+
+fi  # SKIP_CHECKS
+
+# 6. Only with LEARNING_CURVES=1 (a second device call: it adds about 9 minutes): the learning
+#    curves of issues 10 and 13 at GPU size, G1 tracking (SAC, 4096 envs, the real clip when
+#    ../shared is there) and G1 velocity (SAC, 2048 envs), each against its untrained policy.
+#    Run it alone with SKIP_CHECKS=1 to skip blocks 1-5.
+if [ "${LEARNING_CURVES:-0}" = 1 ]; then
+  clip=()  # the built-in synthetic clip where the shared real one is not on this machine
+  "$PY" -c "import sys; sys.path.insert(0, 'scripts'); import learning_curve as lc; assert lc.SHARED_CLIP.is_file()" \
+    2>/dev/null || clip=(--motion none)
+  block curve_tracking 270 "$PY" scripts/learning_curve.py --device cuda --algo sac --num-envs 4096 "${clip[@]}" \
+    --eval-envs 1024 --minutes 3 --log-every 50 --out "$OUT/g1_tracking_sac_gpu.json" --plot "$OUT/g1_tracking_sac_gpu.png"
+  block curve_velocity 270 "$PY" scripts/learning_curve.py --device cuda --task g1_velocity --algo sac_velocity \
+    --num-envs 2048 --eval-envs 1024 --minutes 3 --log-every 50 --out "$OUT/g1_velocity_sac_gpu.json" \
+    --plot "$OUT/g1_velocity_sac_gpu.png"
 fi
 
 echo "gpu_check: results in $OUT (exit $status)"
