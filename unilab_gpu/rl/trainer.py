@@ -324,7 +324,6 @@ class Trainer:
         return [row[1] for row in table], any(row[0] > 0 for row in table)
 
 
-
 # ================================================================================================
 # Build an agent from an ``algo`` config mapping (a ``configs/algo/*.yaml`` file).
 
