@@ -36,14 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from unilab_gpu.rl.off_policy import (
-    OffPolicyAgent,
-    OffPolicyConfig,
-    bounded_log_std,
-    check_field,
-    merge_moments_,
-    sample_squashed_gaussian,
-)
+from unilab_gpu.rl.off_policy import OffPolicyAgent, OffPolicyConfig, SquashedGaussian, check_field, merge_moments_
 from unilab_gpu.utils.compiling import maybe_compile
 
 
@@ -318,7 +311,7 @@ class FlashTrunk(nn.Module):
         return self.output_norm(x)
 
 
-class FlashActor(nn.Module):
+class FlashActor(SquashedGaussian):
     """Squashed-Gaussian policy on a FlashSAC trunk.
 
     The mean and log-std heads are free linears (no unit-norm rows) that start near zero, after
@@ -340,10 +333,8 @@ class FlashActor(nn.Module):
         log_std_max: float = 0.0,
         momentum: float = 0.01,
     ) -> None:
-        super().__init__()
+        super().__init__(log_std_min, log_std_max)
         self.act_dim = act_dim
-        self.log_std_min = log_std_min
-        self.log_std_max = log_std_max
         self.trunk = FlashTrunk(obs_dim, hidden_dim, num_blocks, momentum)
         self.mean_head = nn.Linear(hidden_dim, act_dim)
         self.log_std_head = nn.Linear(hidden_dim, act_dim)
@@ -354,13 +345,7 @@ class FlashActor(nn.Module):
     def forward(self, obs: torch.Tensor, batch_stats: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """``(batch, obs_dim)`` -> pre-tanh ``mean`` and ``log_std``, each ``(batch, act_dim)``."""
         h = self.trunk(obs, batch_stats)
-        log_std = bounded_log_std(self.log_std_head(h), self.log_std_min, self.log_std_max)
-        return self.mean_head(h), log_std
-
-    def sample(self, obs: torch.Tensor, batch_stats: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """Reparameterised ``action`` ``(batch, act_dim)`` and ``log_prob`` ``(batch,)``."""
-        mean, log_std = self(obs, batch_stats)
-        return sample_squashed_gaussian(mean, log_std, torch.randn_like(mean))
+        return self.mean_head(h), self.bounded(self.log_std_head(h))
 
 
 class TwinFlashCritic(nn.Module):

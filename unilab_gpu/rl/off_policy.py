@@ -508,6 +508,25 @@ def sample_squashed_gaussian(
     return torch.tanh(pre_tanh), log_prob
 
 
+class SquashedGaussian(nn.Module):
+    """Base of both agents' actors: ``forward(obs, **mode)`` returns the pre-tanh ``mean`` and the
+    bounded ``log_std`` (each ``(batch, act_dim)``; :meth:`bounded` maps a raw head output into
+    ``[log_std_min, log_std_max]``), and :meth:`sample` draws from the squashed Gaussian."""
+
+    def __init__(self, log_std_min: float, log_std_max: float) -> None:
+        super().__init__()
+        self.log_std_min, self.log_std_max = log_std_min, log_std_max
+
+    def bounded(self, raw_log_std: torch.Tensor) -> torch.Tensor:
+        return bounded_log_std(raw_log_std, self.log_std_min, self.log_std_max)
+
+    def sample(self, obs: torch.Tensor, **mode: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised ``action`` ``(batch, act_dim)`` in (-1, 1) and ``log_prob`` ``(batch,)``;
+        ``mode`` goes to ``forward`` (FlashSAC's ``batch_stats``)."""
+        mean, log_std = self(obs, **mode)
+        return sample_squashed_gaussian(mean, log_std, torch.randn_like(mean))
+
+
 # ================================================================================================
 # Learned SAC temperature ``alpha`` with a target entropy.
 #

@@ -20,14 +20,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from unilab_gpu.rl.off_policy import (
-    OffPolicyAgent,
-    OffPolicyConfig,
-    bounded_log_std,
-    check_field,
-    merge_moments_,
-    sample_squashed_gaussian,
-)
+from unilab_gpu.rl.off_policy import OffPolicyAgent, OffPolicyConfig, SquashedGaussian, check_field, merge_moments_
 
 
 @dataclass
@@ -148,7 +141,7 @@ def layer_norm_mlp(in_dim: int, hidden_dims: Sequence[int], out_dim: int) -> nn.
     return nn.Sequential(*layers)
 
 
-class SquashedGaussianActor(nn.Module):
+class SquashedGaussianActor(SquashedGaussian):
     """Policy ``pi(a | o)``: ``tanh`` of a diagonal Gaussian whose parameters an MLP predicts.
 
     The output layer starts at zero (holosoma's FastSAC): every state's first action is the
@@ -165,10 +158,8 @@ class SquashedGaussianActor(nn.Module):
         log_std_min: float = -5.0,
         log_std_max: float = 2.0,
     ) -> None:
-        super().__init__()
+        super().__init__(log_std_min, log_std_max)
         self.act_dim = act_dim
-        self.log_std_min = log_std_min
-        self.log_std_max = log_std_max
         self.net = layer_norm_mlp(obs_dim, hidden_dims, 2 * act_dim)
         nn.init.zeros_(self.net[-1].weight)
         nn.init.zeros_(self.net[-1].bias)
@@ -176,12 +167,7 @@ class SquashedGaussianActor(nn.Module):
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(batch, obs_dim)`` -> pre-tanh ``mean`` and ``log_std``, each ``(batch, act_dim)``."""
         mean, raw_log_std = self.net(obs).chunk(2, dim=-1)
-        return mean, bounded_log_std(raw_log_std, self.log_std_min, self.log_std_max)
-
-    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Reparameterised ``action`` ``(batch, act_dim)`` in (-1, 1) and ``log_prob`` ``(batch,)``."""
-        mean, log_std = self(obs)
-        return sample_squashed_gaussian(mean, log_std, torch.randn_like(mean))
+        return mean, self.bounded(raw_log_std)
 
     def mode(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic action ``tanh(mean)`` ``(batch, act_dim)``."""
