@@ -31,7 +31,6 @@ import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -55,21 +54,17 @@ class TaskMetrics(NamedTuple):
     """``stats.summary()`` key -> report key of the task's mean errors."""
     by_age: str
     """Report key of the error also bucketed by episode age (``<stem>_<unit>``)."""
-    row_error: Callable[[object], torch.Tensor]
-    """The command term -> that error per row now, ``(num_envs,)``."""
-
-
-def _body_pos_error(command) -> torch.Tensor:
-    """Tracked-body position error (m, world frame), mean over bodies, ``(num_envs,)``."""
-    return torch.linalg.vector_norm(command.body_pos_w - command.robot_body_pos_w, dim=-1).mean(dim=-1)
+    row_error: str
+    """Key of that error in the command term's ``row_errors()`` (per row now, ``(num_envs,)``):
+    the same computation as the episode statistic."""
 
 
 TASK_METRICS = {
-    "motion": TaskMetrics({"tracking/body_pos_error_m": "body_pos_error_m"}, "body_pos_error_m", _body_pos_error),
+    "motion": TaskMetrics({"tracking/body_pos_error_m": "body_pos_error_m"}, "body_pos_error_m", "body_pos_error"),
     "twist": TaskMetrics(
         {"velocity/lin_vel_error_mps": "lin_vel_error_mps", "velocity/yaw_rate_error_radps": "yaw_rate_error_radps"},
         "lin_vel_error_mps",
-        lambda command: command.row_errors()["lin_vel_error"],
+        "lin_vel_error",
     ),
 }
 """Command term name -> the metrics of the tasks that have it (``g1_tracking``, ``g1_velocity``)."""
@@ -122,7 +117,7 @@ class ErrorsSinceStart:
         self.counts = torch.zeros(horizon, dtype=torch.float64)
 
     def __call__(self, step: int) -> None:
-        age, error = self.env.episode_length.cpu(), self.row_error(self.command).cpu()
+        age, error = self.env.episode_length.cpu(), self.command.row_errors()[self.row_error].cpu()
         keep = (age >= 1) & (age <= self.horizon)  # age 0: reset within this step, a new episode
         self.sums.index_add_(0, age[keep] - 1, error[keep].double())
         self.counts.index_add_(0, age[keep] - 1, torch.ones(int(keep.sum()), dtype=torch.float64))

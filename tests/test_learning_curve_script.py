@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import torch
 
+from unilab_gpu.tasks.tracking.motion_command import MotionCommand
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "learning_curve.py"
 
 
@@ -22,6 +24,7 @@ def test_errors_are_averaged_by_steps_since_the_episodes_start() -> None:
     lc = _script()
     # 3 rows, 1 tracked body: errors 0.1, 0.2, 0.4 (reference at x = 0, robot at x = error).
     command = SimpleNamespace(body_pos_w=torch.zeros(3, 1, 3), robot_body_pos_w=torch.zeros(3, 1, 3))
+    command.row_errors = lambda: MotionCommand.row_errors(command)  # the real per-row error on these poses
     env = SimpleNamespace(command_manager=SimpleNamespace(get=lambda name: command))
     errors = lc.ErrorsSinceStart(env, horizon=3)
     for ages, xs in (([1, 1, 0], [0.1, 0.2, 9.0]), ([2, 2, 1], [0.3, 0.5, 0.4]), ([3, 9, 2], [0.6, 9.0, 0.2])):

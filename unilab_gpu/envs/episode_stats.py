@@ -99,11 +99,16 @@ class EpisodeStats:
         """Add this step's rows whose reset was deferred (``(num_envs,)`` bool)."""
         self.deferred_resets.add_(pending.to(torch.float32).sum())
 
+    def accumulators(self) -> list[torch.Tensor]:
+        """The tensors summed since the last ``clear()``, in a fixed order (published extras
+        belong to their terms and are not among them): summing each over the ranks of a
+        data-parallel run gives the fleet's statistics."""
+        return [v for v in [*vars(self).values(), *self.step_sums.values()] if isinstance(v, torch.Tensor)]
+
     def clear(self) -> None:
         """Zero the accumulators (published extras belong to their terms and are kept)."""
-        for value in [*vars(self).values(), *self.step_sums.values()]:
-            if isinstance(value, torch.Tensor):
-                value.zero_()
+        for value in self.accumulators():
+            value.zero_()
 
     def summary(self) -> dict[str, float]:
         """Means per ended episode (one host sync). Keys: ``episode/return``, ``episode/length``,

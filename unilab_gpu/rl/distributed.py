@@ -5,7 +5,7 @@ torchrun's rendezvous), every rank owns an env on its own device (``cuda:LOCAL_R
 CPU), its replay buffer and its seed (``seed + rank``). What keeps the ranks one learner:
 
 - **parameters**: rank 0's networks and temperature are broadcast once, at the start
-  (:meth:`DataParallel.broadcast_agent_`);
+  (:meth:`DataParallel.attach`);
 - **gradients**: after each backward, the gradients of the optimizer's parameters are copied
   into one flat buffer, summed with one ``all_reduce`` and divided by the world size
   (:meth:`DataParallel.average_gradients`), so every rank takes the same optimizer step, the step
@@ -56,13 +56,6 @@ class FleetError(RuntimeError):
 
 class PeerFailure(FleetError):
     """A collective failed: another rank died, hung past the timeout or stopped with an error."""
-
-
-def episode_accumulators(stats: Any) -> list[torch.Tensor]:
-    """The tensors an :class:`~unilab_gpu.envs.episode_stats.EpisodeStats` sums over a logging
-    window (those its ``clear()`` zeroes), in a fixed order: summing them over the ranks gives
-    the fleet's statistics. Published extras (terms' own values) are not sums and are left out."""
-    return [v for v in [*vars(stats).values(), *stats.step_sums.values()] if isinstance(v, torch.Tensor)]
 
 
 @dataclass(frozen=True)

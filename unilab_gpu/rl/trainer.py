@@ -33,7 +33,7 @@ import torch
 from unilab_gpu.envs.episode_stats import HEALTH_KEYS
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv, no_phase_mark
 from unilab_gpu.profiling.phase_clock import make_phase_clock
-from unilab_gpu.rl.distributed import DataParallel, FleetError, episode_accumulators
+from unilab_gpu.rl.distributed import DataParallel, FleetError
 from unilab_gpu.rl.flashsac import FlashSacAgent, FlashSacConfig
 from unilab_gpu.rl.logger import TrainLogger
 from unilab_gpu.rl.off_policy import OffPolicyAgent, OffPolicyConfig, config_from_dict, steps_before_updates
@@ -312,7 +312,7 @@ class Trainer:
         assert dp is not None
         finite = torch.isfinite(self._update_sums).all().float()
         flags = torch.cat([torch.tensor([float(stop_requested), rate], device=self.device), 1.0 - finite.view(1)])
-        sums = [self._update_sums, self._reward_sum, overflow, *episode_accumulators(self.env.stats)]
+        sums = [self._update_sums, self._reward_sum, overflow, *self.env.stats.accumulators()]
         table = dp.reduce_window_(sums, flags.reshape(-1)).tolist()
         dp.merge_learning_state_(self.env)
         bad = [r for r, row in enumerate(table) if row[2] > 0]

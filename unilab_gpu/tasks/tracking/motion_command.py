@@ -231,7 +231,7 @@ class MotionCommand:
         """This step's errors, means over rows (and tracked bodies), into the stats' step sums."""
         robot_pos = self.robot_body_pos_w
         metrics = self._metrics
-        metrics["body_pos_error_m"].add_(torch.linalg.vector_norm(self.body_pos_w - robot_pos, dim=-1).mean())
+        metrics["body_pos_error_m"].add_(self.row_errors()["body_pos_error"].mean())
         relative = torch.linalg.vector_norm(self.body_pos_relative_w - robot_pos, dim=-1).mean()
         metrics["body_pos_error_anchored_m"].add_(relative)
         orientation = quat_error_magnitude(self.body_quat_relative_w, self.robot_body_quat_w).mean()
@@ -257,6 +257,13 @@ class MotionCommand:
         rows = slice(env_id, env_id + 1)
         ref = self.library.gather(self.clip[rows], self.frame[rows])
         return torch.cat([ref.root_pos[0], ref.root_quat[0], ref.joint_pos[0]])
+
+    def row_errors(self) -> dict[str, torch.Tensor]:
+        """Per row, ``(num_envs,)``: the tracked bodies' position error against the reference
+        (m, world frame), mean over the bodies (``tracking/body_pos_error_m`` is its mean per step)."""
+        return {
+            "body_pos_error": torch.linalg.vector_norm(self.body_pos_w - self.robot_body_pos_w, dim=-1).mean(dim=-1)
+        }
 
     def tracking_errors(self) -> dict[str, torch.Tensor]:
         """Mean position error over rows of each tracked body and of the anchor (m), as 0-d
