@@ -64,6 +64,22 @@ def test_dimensions(env) -> None:
     assert env.max_episode_length == 1000  # 20 s at 50 Hz
 
 
+def test_joint_targets_scale_with_effort_over_gain(env) -> None:
+    """target = stand pose + 0.25 * effort_limit / kp * action, clipped to the joint range, from
+    MuJoCo C's model fields: the soft ankles get +-0.44 rad, not a uniform 0.25."""
+    m = env.sim.mj_model
+    rng = np.random.default_rng(3)
+    action = rng.uniform(-1.0, 1.0, (env.num_envs, m.nu))
+    env.action_manager.process(torch.tensor(action, dtype=torch.float32))
+    joints = m.actuator_trnid[:, 0]
+    default = m.key("stand").qpos[m.jnt_qposadr[joints]]
+    scale = 0.25 * m.actuator_forcerange[:, 1] / m.actuator_gainprm[:, 0]
+    want = np.clip(default + scale * action, m.jnt_range[joints, 0], m.jnt_range[joints, 1])
+    ankle = m.actuator("left_ankle_pitch_joint").id
+    assert scale[ankle] == pytest.approx(0.25 * 50.0 / 28.5, rel=0.01)
+    np.testing.assert_allclose(env.sim.state.ctrl.numpy(), want, atol=1e-5)
+
+
 def test_rewards_terminations_observations_against_numpy(env) -> None:
     rng = np.random.default_rng(0)
     env.reset()
