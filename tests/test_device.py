@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes.util
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -103,6 +107,23 @@ def test_warp_logs_follow_the_verbose_flag(monkeypatch) -> None:
         assert wp.config.log_level == wp.LOG_INFO
     finally:
         wp.config.log_level = saved
+
+
+def test_quiet_warp_start_hides_the_native_driver_warning_on_a_cpu_only_machine() -> None:
+    """Warp's C++ start-up prints a driver-missing warning without a CUDA driver; the quiet
+    start mutes it, the verbose one keeps it (where this machine has no driver to find)."""
+    code = "from unilab_gpu.sim.device import set_warp_verbose; set_warp_verbose({}); import warp; warp.init()"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    env.pop("UNILAB_VERBOSE", None)
+
+    def stderr(verbose: bool) -> str:
+        run = subprocess.run([sys.executable, "-c", code.format(verbose)], env=env, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        return run.stderr
+
+    assert "Warp CUDA warning" not in stderr(False)
+    if ctypes.util.find_library("cuda") is None:
+        assert "Warp CUDA warning" in stderr(True)
 
 
 def test_cuda_scope_uses_the_cached_stream_and_never_reenters_a_current_one(monkeypatch) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -68,6 +69,26 @@ def set_warp_verbose(verbose: bool | None = None) -> None:
     if verbose is None:
         verbose = os.environ.get(VERBOSE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
     wp.config.log_level = wp.LOG_INFO if verbose else wp.LOG_WARNING
+    if not verbose and not torch.cuda.is_available():
+        _init_warp_without_native_stderr()
+
+
+def _init_warp_without_native_stderr() -> None:
+    """Initialize Warp (idempotent) with file descriptor 2 muted.
+
+    Without a CUDA driver, Warp's C++ start-up prints a driver-missing warning with ``fprintf``
+    (``warp/native/cuda_util.cpp``), which ``log_level`` does not govern. Where torch sees no CUDA
+    device that line says nothing a CPU run needs; Python exceptions still reach the user.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            wp.init()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def warp_device(device: str | torch.device) -> wp.context.Device:
