@@ -20,12 +20,15 @@ command and the machine. The task's metrics follow from its command term: ``moti
 (``g1_tracking``: ``body_pos_error_m``, the mean over tracked bodies and steps) or ``twist``
 (``g1_velocity``: ``lin_vel_error_mps`` and ``yaw_rate_error_radps``, means over rows and steps).
 For ``g1_tracking`` the motion is ``--motion`` (default: the shared holosoma clip
-``../shared/motions/g1/largebox_carry.npz``).
+``../shared/motions/g1/largebox_carry.npz``). ``--keep-run DIR`` keeps the run folder (config and
+the trained checkpoint, the policy evaluated) for ``unilab-play DIR`` or a resume; without it the
+run trains in a temporary folder.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
 import sys
@@ -194,7 +197,8 @@ def run(args: argparse.Namespace) -> dict:
         if not motion.is_file():
             raise SystemExit(f"--motion: {motion} not found (pass --motion none for the built-in synthetic clip)")
         env_overrides.append(f"commands.motion.params.motion_files=[{motion}]")
-    with tempfile.TemporaryDirectory() as run_dir:
+    with contextlib.ExitStack() as scope:
+        run_dir = args.keep_run or Path(scope.enter_context(tempfile.TemporaryDirectory())) / "run"
         overrides = [
             f"task={args.task}",
             f"algo={args.algo}",
@@ -206,13 +210,15 @@ def run(args: argparse.Namespace) -> dict:
             "export_onnx=false",
             f"total_env_steps={args.env_steps}",
             "progress=lines",
-            f"run_dir={run_dir}/run",
+            f"run_dir={run_dir}",
             f"env.overrides=[{','.join(json.dumps(o) for o in env_overrides)}]",
             *args.overrides,
         ]
         cfg = resolve_auto(compose_train_config(overrides))
         started = time.perf_counter()
         built = build_run(cfg)
+        if built.lock is not None:
+            scope.callback(built.lock.release)
         trainer = built.trainer
         untrained = evaluation(args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1)
         recorder = RecordingLogger(trainer.logger)
@@ -223,6 +229,8 @@ def run(args: argparse.Namespace) -> dict:
         train_seconds = time.perf_counter() - train_start
         recorder.close()
         trained = evaluation(args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1)
+        if args.keep_run is not None:
+            built.save()  # the trained policy, for unilab-play or a resume
     for metrics in TASK_METRICS.values():
         by_age, first = age_keys(metrics.by_age)
         if by_age in untrained:
@@ -306,6 +314,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--env-override", action="append", default=[], help="a task override (repeatable)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument(
+        "--keep-run",
+        type=Path,
+        default=None,
+        help="keep the run folder here (config and the trained checkpoint: unilab-play, resume); a new path",
+    )
     parser.add_argument("overrides", nargs="*", help="extra unilab-train overrides (after --)")
     args = parser.parse_args(argv)
     args.argv = argv

@@ -1,13 +1,18 @@
-"""scripts/learning_curve.py: errors bucketed by episode age against a hand count, the task table."""
+"""scripts/learning_curve.py: errors bucketed by episode age against a hand count, the task table,
+the kept run folder."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import torch
 
+from unilab_gpu.rl.checkpoint import load_checkpoint
+from unilab_gpu.rl.trainer import agent_from_checkpoint
 from unilab_gpu.tasks.tracking.motion_command import MotionCommand
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "learning_curve.py"
@@ -54,3 +59,25 @@ def test_velocity_task_reports_its_velocity_errors_by_episode_age() -> None:
         errors(0)
     assert errors.by_age() == [0.5, (0.25 + 0.75) / 2]
     assert lc.task_metrics(SimpleNamespace(command_manager=SimpleNamespace(terms={}))) is None
+
+
+def test_kept_run_holds_the_evaluated_policy(tmp_path) -> None:
+    """--keep-run leaves a run folder whose checkpoint is the policy the script evaluated: the
+    checkpoint's agent, evaluated the same way, reproduces the report's trained episodes."""
+    lc = _script()
+    run_dir, out = tmp_path / "run", tmp_path / "report.json"
+    argv = [
+        *("--task", "pendulum", "--algo", "sac", "--env-steps", "128", "--num-envs", "4", "--eval-envs", "2"),
+        *("--log-every", "8", "--keep-run", str(run_dir), "--out", str(out), "--"),
+        *("algo.batch_size=32", "algo.warmup_steps=4", "algo.compile=false"),
+        *("algo.actor_hidden_dims=[16]", "algo.critic_hidden_dims=[16]"),
+    ]
+    lc.main(argv)
+    report = json.loads(out.read_text())
+    checkpoint = load_checkpoint(run_dir)
+    assert checkpoint["trainer"]["env_steps"] == report["env_steps"] == 128
+    agent = agent_from_checkpoint(checkpoint, "cpu")
+    again = lc.evaluation("pendulum", [], agent, 2, "cpu", seed=1)
+    returns = {name: report[name]["summary"]["episode/return"] for name in ("untrained", "trained")}
+    assert again["summary"]["episode/return"] == pytest.approx(returns["trained"], rel=1e-5)
+    assert again["summary"]["episode/return"] != pytest.approx(returns["untrained"], rel=1e-3)
