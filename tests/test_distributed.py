@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import distributed_worker as worker  # noqa: E402
 
 from unilab_gpu.motion.sampler import AdaptiveStartSampler  # noqa: E402
+from unilab_gpu.rl import distributed  # noqa: E402
 from unilab_gpu.rl.checkpoint import load_checkpoint  # noqa: E402
 from unilab_gpu.rl.distributed import launch_from_env  # noqa: E402
 from unilab_gpu.rl.flashsac import RewardScaler  # noqa: E402
@@ -122,6 +123,25 @@ def test_launch_from_env():
     assert launch_from_env({}) is None and launch_from_env({"WORLD_SIZE": "1", "RANK": "0"}) is None
     launch = launch_from_env({"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1"})
     assert (launch.rank, launch.world_size, launch.local_rank) == (3, 4, 1)
+
+
+def test_close_after_a_peer_failure_ends_the_process_without_destructors(monkeypatch):
+    """A failed collective marks the group unusable; close() then ends the process with the fleet
+    exit code instead of destroying the half torn-down group (gloo can std::terminate there)."""
+    exits = []
+    monkeypatch.setattr(distributed.os, "_exit", exits.append)
+    dp = distributed.DataParallel(0, 2, torch.device("cpu"))
+    dp.close()  # healthy (and here uninitialized): nothing to end
+    assert exits == [] and not dp.peer_failed
+
+    def dead_peer():
+        raise RuntimeError("[gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:24998: Connection reset by peer")
+
+    with pytest.raises(distributed.PeerFailure, match="rank 0: all_reduce failed; another rank has probably stopped"):
+        dp._collective("all_reduce", dead_peer)
+    assert dp.peer_failed
+    dp.close()
+    assert exits == [distributed.PEER_FAILURE_EXIT_CODE]
 
 
 def test_replicas_equal_a_single_process_on_the_union_batch(ranks, monkeypatch):

@@ -59,7 +59,14 @@ from unilab_gpu.rl.checkpoint import (
     save_checkpoint,
     write_atomic,
 )
-from unilab_gpu.rl.distributed import DataParallel, FleetError, Launch, launch_from_env, rank_device
+from unilab_gpu.rl.distributed import (
+    PEER_FAILURE_EXIT_CODE,
+    DataParallel,
+    FleetError,
+    Launch,
+    launch_from_env,
+    rank_device,
+)
 from unilab_gpu.rl.logger import Progress, TrainLogger
 from unilab_gpu.rl.off_policy import run_updates
 from unilab_gpu.rl.trainer import Trainer, TrainerSettings, algo_config, make_agent
@@ -68,7 +75,7 @@ from unilab_gpu.sim.device import resolve_device
 INTERRUPTED_EXIT_CODE = 130
 """Exit status after Ctrl-C (128 + SIGINT), as shells report an interrupted command."""
 
-FLEET_EXIT_CODE = 1
+FLEET_EXIT_CODE = PEER_FAILURE_EXIT_CODE
 """Exit status of every rank of a data-parallel run that stopped because a rank failed."""
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,9 @@ speeds before their first collective."""
 
 TIMEOUT_ENV = "UNILAB_DIST_TIMEOUT_S"
 """Environment variable that overrides :data:`DEFAULT_TIMEOUT_S`."""
+
+PEER_FAILURE_EXIT_CODE = 1
+"""Exit status of every rank of a data-parallel run that stopped because a rank failed."""
 
 
 class FleetError(RuntimeError):
@@ -149,6 +153,8 @@ class DataParallel:
         self._buckets: dict[str, _Bucket] = {}
         self._scaler: nn.Module | None = None
         self._scaler_snapshot: torch.Tensor | None = None
+        self.peer_failed = False
+        """A collective failed (:class:`PeerFailure`): the process group is no longer usable."""
 
     @classmethod
     def start(cls, launch: Launch, device: torch.device, timeout_s: float | None = None) -> DataParallel:
@@ -174,7 +180,19 @@ class DataParallel:
         return self.rank == 0
 
     def close(self) -> None:
-        """Destroy the process group (also after a peer failed: it returns at once)."""
+        """Destroy the process group; after a peer failure, end the process instead.
+
+        A dead peer leaves the transport half torn down, and destroying it (or leaving that to the
+        interpreter's exit) can abort the process from C++: gloo's "terminate called without an
+        active exception", status -6 instead of the fleet's exit code. So once a collective has
+        failed, ``close`` flushes the standard streams and ends the process at once with
+        :data:`PEER_FAILURE_EXIT_CODE`, running no destructor. Call it last: logs are closed and
+        rank 0's checkpoints are already complete on disk (written atomically).
+        """
+        if self.peer_failed:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(PEER_FAILURE_EXIT_CODE)
         if dist.is_initialized():
             dist.destroy_process_group()
 
@@ -183,6 +201,7 @@ class DataParallel:
         try:
             return run()
         except (RuntimeError, dist.DistError) as error:
+            self.peer_failed = True
             reason = " ".join(str(error).split())[:300]
             raise PeerFailure(
                 f"rank {self.rank}: {what} failed; another rank has probably stopped (see its output): {reason}"
