@@ -75,9 +75,6 @@ from unilab_gpu.sim.device import resolve_device
 INTERRUPTED_EXIT_CODE = 130
 """Exit status after Ctrl-C (128 + SIGINT), as shells report an interrupted command."""
 
-FLEET_EXIT_CODE = PEER_FAILURE_EXIT_CODE
-"""Exit status of every rank of a data-parallel run that stopped because a rank failed."""
-
 
 class ConfigError(ValueError):
     """A bad train config or override; the message names the key."""
@@ -395,7 +392,7 @@ def train(cfg: DictConfig, stream=None, data_parallel: DataParallel | None = Non
         print(f"unilab-train: {error}", file=sys.stderr)
         if main:
             print(f"last checkpoint in {run.run_dir}\ncontinue with: {resume_command(run.run_dir)}", file=out)
-        return FLEET_EXIT_CODE
+        return PEER_FAILURE_EXIT_CODE
     finally:
         logger.close()
         if run.lock is not None:

@@ -15,6 +15,7 @@ Warp's native per-stream state. So the wrapper of a torch stream must be *one lo
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -63,8 +64,10 @@ def set_warp_verbose(verbose: bool | None = None) -> None:
     """Show Warp's log lines (``True``) or only its warnings (``False``).
 
     ``None`` reads ``UNILAB_VERBOSE`` (``1``/``true`` for verbose). Called before Warp
-    initializes, this also hides its start-up banner. (``wp.config.quiet`` no longer exists in
-    Warp 1.19; ``wp.config.log_level`` governs both the banner and the module-load lines.)
+    initializes, this also hides its start-up banner; quiet on a machine where torch sees no CUDA
+    device, it initializes Warp itself, once, muting the C++ driver-missing warning.
+    (``wp.config.quiet`` no longer exists in Warp 1.19; ``wp.config.log_level`` governs both the
+    banner and the module-load lines.)
     """
     if verbose is None:
         verbose = os.environ.get(VERBOSE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
@@ -73,8 +76,10 @@ def set_warp_verbose(verbose: bool | None = None) -> None:
         _init_warp_without_native_stderr()
 
 
+@functools.cache
 def _init_warp_without_native_stderr() -> None:
-    """Initialize Warp (idempotent) with file descriptor 2 muted.
+    """Initialize Warp with file descriptor 2 muted; once per process (every simulator calls
+    :func:`set_warp_verbose`, and muting fd 2 again would swallow other threads' output).
 
     Without a CUDA driver, Warp's C++ start-up prints a driver-missing warning with ``fprintf``
     (``warp/native/cuda_util.cpp``), which ``log_level`` does not govern. Where torch sees no CUDA
