@@ -5,6 +5,7 @@ measurement lost to an unwritable output or a failed plot."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +14,12 @@ import pytest
 from unilab_gpu.cli import bench as bench_cli
 from unilab_gpu.cli.motion import main as motion_main
 from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.motion.assemble import build_clip
 from unilab_gpu.motion.canonical import save_motion
 from unilab_gpu.motion.clip import MotionClip
 from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.loader import load_motion
+from unilab_gpu.motion.source import MotionSource
 from unilab_gpu.motion.synthetic import synthesize_clip
 from unilab_gpu.motion.validation import MotionFormatError
 
@@ -118,7 +121,7 @@ def test_convert_into_an_existing_folder_writes_nothing(tmp_path, capsys, clip):
     folder = tmp_path / "out"
     folder.mkdir()
     code, err = _motion(capsys, "convert", str(source), str(folder))
-    assert code == 2 and f"output {folder} is a folder" in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and f"output: {folder} is a folder" in err and len(err.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npz", "out"] and not any(folder.iterdir())
 
 
@@ -162,3 +165,133 @@ def test_failed_plot_does_not_stop_the_measurements(tmp_path, monkeypatch, capsy
     assert code == 1
     assert [row["num_envs"] for row in json.loads(out.read_text())["results"]] == [2, 3]  # both sizes measured
     assert "the plot failed: RuntimeError: no space left on device" in capsys.readouterr().err
+
+
+# -- issue 25: motion outputs are never lost or renamed; absurd or mislabelled input is named --
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    """Every file below ``folder`` (relative path -> bytes)."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_synth_into_an_existing_file_needs_force(tmp_path, capsys):
+    out = tmp_path / "clip.npz"
+    assert _motion(capsys, "synth", str(out), "--seconds", "0.1")[0] == 0
+    before = _tree(tmp_path)
+    code, err = _motion(capsys, "synth", str(out), "--seconds", "0.2", "--seed", "1")
+    assert code == 2 and f"output: {out} exists; pass --force to replace it" in err and err.count("\n") == 1
+    assert _tree(tmp_path) == before
+    assert _motion(capsys, "synth", str(out), "--seconds", "0.2", "--force")[0] == 0
+    assert load_motion(out).num_frames == 11  # replaced: 0.2 s at 50 fps
+
+
+def test_convert_never_writes_over_its_input_or_a_run_file(tmp_path, capsys, clip):
+    source = save_motion(clip, tmp_path / "in.npz")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("task: pendulum\n")
+    (run / "checkpoint.pt").write_bytes(b"weights")
+    before = _tree(tmp_path)
+    code, err = _motion(capsys, "convert", str(source), str(source), "--force")
+    assert code == 2 and f"output: {source} is this command's own input" in err
+    for name in ("checkpoint.pt", "config.yaml"):
+        code, err = _motion(capsys, "convert", str(source), str(run / name), "--force")
+        assert code == 2 and f"is the {name} of the run folder {run}; no output ever replaces it" in err
+    assert _tree(tmp_path) == before
+
+
+def test_output_suffix_is_never_renamed(tmp_path, capsys, clip):
+    code, err = _motion(capsys, "synth", str(tmp_path / "clip.zip"), "--seconds", "0.1")
+    assert code == 2 and f"output {tmp_path / 'clip.zip'} must end in .npz, e.g. {tmp_path / 'clip.zip'}.npz" in err
+    with pytest.raises(MotionFormatError, match=r"must end in \.npz"):
+        save_motion(clip, tmp_path / "clip")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_keeps_the_earlier_clip(tmp_path, monkeypatch, clip, capsys):
+    out = save_motion(clip, tmp_path / "clip.npz")
+    before = _tree(tmp_path)
+    real_savez = np.savez
+
+    def savez_then_disk_full(file, **arrays):
+        real_savez(file, **arrays)
+        file.truncate(100)  # half a zip on disk ...
+        raise OSError(28, "No space left on device")  # ... and the disk is full
+
+    monkeypatch.setattr(np, "savez", savez_then_disk_full)
+    code, err = _motion(capsys, "synth", str(out), "--seconds", "0.1", "--force")
+    assert code == 2 and "No space left on device" in err
+    assert _tree(tmp_path) == before  # the good clip is intact and no temporary file is left
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["synth", "x.npz", "--seed", "-1"], "--seed: must be >= 0, got -1"),
+        (["synth", "x.npz", "--seconds", "1e12"], "a synthetic clip of 1e+12 s asks for 5e+13 frames"),
+    ],
+)
+def test_impossible_sizes_and_seeds_are_refused_before_allocating(tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    code, err = _motion(capsys, *argv)
+    assert code == 2 and message in err.strip().splitlines()[-1], err  # argparse's usage, then one line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_resampling_estimates_the_size_before_allocating(clip, kin):
+    two_frames = replace(MotionSource.from_clip(_one_frame(clip)), fps=1e-6)  # 1e6 s apart ...
+    two_frames = replace(two_frames, **{k: np.repeat(v, 2, axis=0) for k, v in vars(two_frames).items()
+                                        if isinstance(v, np.ndarray)})  # fmt: skip
+    with pytest.raises(MotionFormatError, match="resampling to 1000 fps asks for 1e\\+09 frames, about"):
+        build_clip(two_frames, kin, fps=1000.0)  # ... at 1000 fps: terabytes
+
+
+def test_wrong_content_for_the_extension_and_folders_are_named(tmp_path, capsys, clip, kin):
+    text_npz = tmp_path / "walk.npz"
+    text_npz.write_text("0,0,0.8,0,0,0,1\n")
+    with pytest.raises(MotionFormatError, match=rf"{text_npz}: not an .npz archive: it is a text file \(a CSV\?"):
+        load_motion(text_npz, kinematics=kin)
+    binary_csv = tmp_path / "walk.csv"
+    binary_csv.write_bytes(save_motion(clip, tmp_path / "c.npz").read_bytes())
+    with pytest.raises(MotionFormatError, match=rf"{binary_csv}: not a text CSV file: it holds binary data"):
+        load_motion(binary_csv, kinematics=kin)
+    folder = tmp_path / "clips.npz"
+    folder.mkdir()
+    code, err = _motion(capsys, "convert", str(folder), str(tmp_path / "o.npz"))
+    assert code == 2 and f"{folder} is a folder, expected a motion file" in err
+    short = tmp_path / "short.csv"
+    short.write_text(",".join(["0"] * 29) + "\n" + ",".join(["0"] * 29) + "\n")  # 7 root + 22 joints
+    with pytest.raises(MotionFormatError, match="CSV rows have 29 columns, expected 36: 7 root columns"):
+        load_motion(short, kinematics=kin)
+
+
+def test_bad_quaternion_names_frame_and_body(tmp_path, clip, kin):
+    data = _beyondmimic(clip)
+    data["body_quat_w"] = data["body_quat_w"].copy()
+    data["body_quat_w"][3, 5] = 0.0
+    np.savez(tmp_path / "q.npz", **data)
+    name = kin.body_names[5]
+    with pytest.raises(MotionFormatError, match=rf"'body_quat_w' is not a unit quaternion at frame 3, body '{name}'"):
+        load_motion(tmp_path / "q.npz", kinematics=kin)
+
+
+@pytest.mark.parametrize(
+    ("field", "index", "value", "message"),
+    [
+        ("joint_pos", (4, 3), 1e30, "'joint_pos' at frame 4, joint '{joint}': 1e+30 rad is far outside"),
+        ("body_pos_w", (2, 0, 0), 1e12, "'root_pos' at frame 2: 1e+12 m is outside the plausible range"),
+        ("body_lin_vel_w", (1, 7, 2), 5e3, "'body_lin_vel_w' at frame 1, body '{body}': 5000 m/s is outside"),
+    ],
+)
+def test_absurd_motion_values_are_refused_naming_frame_and_joint(tmp_path, capsys, clip, kin, field, index, value,
+                                                                 message):  # fmt: skip
+    data = _beyondmimic(clip)
+    data[field] = data[field].copy()
+    data[field][index] = value
+    path = tmp_path / "absurd.npz"
+    np.savez(path, **data)
+    code, err = _motion(capsys, "convert", str(path), str(tmp_path / "out.npz"), "--fps", "50")
+    expected = message.format(joint=kin.joint_names[3], body=kin.body_names[7])
+    assert code == 2 and expected in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["absurd.npz"]

@@ -161,7 +161,7 @@ def test_unknown_format_and_undetectable_file(tmp_path, kin):
     with pytest.raises(FileNotFoundError, match="motion file not found"):
         load_motion(tmp_path / "none.npz", kinematics=kin)
     (tmp_path / "junk.npz").write_text("not a zip")
-    with pytest.raises(MotionFormatError, match="not a readable .npz file"):
+    with pytest.raises(MotionFormatError, match="not an .npz archive: it is a text file"):
         load_motion(tmp_path / "junk.npz", kinematics=kin)
 
 

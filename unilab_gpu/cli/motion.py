@@ -7,7 +7,9 @@ Examples::
     unilab-motion info dance.npz
     unilab-motion synth synthetic.npz --seconds 20 --seed 3
 
-Bad input ends with a one-line ``unilab-motion: error: ...`` on stderr and exit code 2.
+Outputs must end in ``.npz``; an existing output is replaced only with ``--force`` (never the
+input itself or a run folder's files), and is written atomically. Bad input ends with a one-line
+``unilab-motion: error: ...`` on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -24,13 +26,18 @@ from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.loader import FORMATS, load_motion, read_source
 from unilab_gpu.motion.synthetic import synthesize_clip
 from unilab_gpu.motion.validation import MAX_FPS, MotionFormatError
+from unilab_gpu.utils.files import OutputPathError, check_output
+
+
+def _check_output(args: argparse.Namespace, inputs: tuple[Path, ...] = ()) -> None:
+    """Refuse a bad output path before reading or computing anything."""
+    check_output(args.output, "output", force=args.force, inputs=inputs, example="clip.npz")
+    if args.output.suffix != ".npz":
+        raise MotionFormatError(f"output {args.output} must end in .npz, e.g. {args.output}.npz")
 
 
 def _convert(args: argparse.Namespace) -> None:
-    if args.output.is_dir():
-        raise MotionFormatError(
-            f"output {args.output} is a folder; give the output file's path, e.g. {args.output / 'clip.npz'}"
-        )
+    _check_output(args, (args.input,))
     clip = load_motion(args.input, args.format, args.input_fps, args.fps, derive_velocities=args.derive_velocities)
     path = save_motion(clip, args.output)
     print(f"wrote {path}: {clip.num_frames} frames at {clip.fps:g} fps ({clip.duration:.2f} s)")
@@ -51,6 +58,7 @@ def _info(args: argparse.Namespace) -> None:
 
 
 def _synth(args: argparse.Namespace) -> None:
+    _check_output(args)
     clip = synthesize_clip(seconds=args.seconds, seed=args.seed, fps=args.fps)
     path = save_motion(clip, args.output)
     print(f"wrote {path}: {clip.num_frames} frames at {clip.fps:g} fps ({clip.duration:.2f} s)")
@@ -63,6 +71,16 @@ def _positive(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
 
 
@@ -87,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument(
         "--derive-velocities", action="store_true", help="ignore the file's velocities; derive them from the poses"
     )
+    convert.add_argument("--force", action="store_true", help="replace an existing output file")
     convert.set_defaults(run=_convert)
 
     info = commands.add_parser("info", help="print a motion file's summary as one JSON object")
@@ -98,8 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     synth = commands.add_parser("synth", help="write a synthetic clip of the project's G1")
     synth.add_argument("output", type=Path)
     synth.add_argument("--seconds", type=_positive, default=10.0)
-    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--seed", type=_seed, default=0)
     synth.add_argument("--fps", type=_fps, default=CONTROL_FPS)
+    synth.add_argument("--force", action="store_true", help="replace an existing output file")
     synth.set_defaults(run=_synth)
     return parser
 
@@ -109,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         args.run(args)
-    except (MotionFormatError, OSError) as err:
+    except (MotionFormatError, OutputPathError, OSError) as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
 
 

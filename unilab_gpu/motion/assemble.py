@@ -9,7 +9,14 @@ from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.names import column_order, covers
 from unilab_gpu.motion.resample import ResampleGrid
 from unilab_gpu.motion.source import MotionSource
-from unilab_gpu.motion.validation import MIN_FRAMES, MotionFormatError, check_fps, unit_quat
+from unilab_gpu.motion.validation import (
+    MIN_FRAMES,
+    MotionFormatError,
+    check_clip_size,
+    check_fps,
+    check_plausible,
+    unit_quat,
+)
 from unilab_gpu.motion.velocities import angular_velocity, linear_velocity
 
 CONTROL_FPS = 50.0
@@ -19,6 +26,11 @@ CONTROL_FPS = 50.0
 def _joint_order(source: MotionSource, kinematics: RobotKinematics) -> np.ndarray:
     if source.joint_names is not None:
         return column_order("joint", source.joint_names, kinematics.joint_names)
+    if source.format == "csv" and source.joint_pos.shape[1] != kinematics.num_joints:
+        raise MotionFormatError(
+            f"CSV rows have {7 + source.joint_pos.shape[1]} columns, expected {7 + kinematics.num_joints}: 7 root "
+            f"columns (xyz, quaternion xyzw) and one per joint of the model ({kinematics.num_joints})"
+        )
     if source.joint_pos.shape[1] != kinematics.num_joints:
         raise MotionFormatError(
             f"{source.format}: 'joint_pos' has {source.joint_pos.shape[1]} joint columns and the file names no "
@@ -58,6 +70,7 @@ def build_clip(
        slerped onto the new time grid, and every velocity is derived again.
     3. Missing velocities come from finite differences of the positions (on SO(3) for angular
        ones); FK body velocities follow from the root and joint velocities.
+    4. The result is checked for values no robot can follow (``validation.check_plausible``).
 
     Args:
         source: a reader's output.
@@ -72,6 +85,8 @@ def build_clip(
         )
     if fps is not None:
         check_fps(fps, "fps")  # before resampling allocates fps * duration frames
+        frames = (source.num_frames - 1) * fps / source.fps + 1
+        check_clip_size(frames, kinematics.num_joints, kinematics.num_bodies, f"resampling to {fps:g} fps")
     if derive_velocities:
         source = source.without_velocities()
     joints = _joint_order(source, kinematics)
@@ -83,7 +98,7 @@ def build_clip(
     body_pos = body_quat = body_lin_vel = body_ang_vel = None
     if bodies is not None:
         body_pos = source.body_pos_w[:, bodies]
-        body_quat = unit_quat("body_quat_w", source.body_quat_w[:, bodies])
+        body_quat = unit_quat("body_quat_w", source.body_quat_w[:, bodies], body_names=kinematics.body_names)
         body_lin_vel, body_ang_vel = _take(source.body_lin_vel_w, bodies), _take(source.body_ang_vel_w, bodies)
 
     if fps is not None and fps != source.fps:
@@ -107,7 +122,7 @@ def build_clip(
         body_lin_vel = linear_velocity(body_pos, rate, "body_pos_w")
     if body_ang_vel is None:
         body_ang_vel = angular_velocity(body_quat, rate, "body_quat_w")
-    return MotionClip(
+    clip = MotionClip(
         fps=rate,
         joint_names=kinematics.joint_names,
         body_names=kinematics.body_names,
@@ -122,6 +137,8 @@ def build_clip(
         body_lin_vel_w=body_lin_vel,
         body_ang_vel_w=body_ang_vel,
     )
+    check_plausible(clip.arrays(), clip.joint_names, clip.body_names, kinematics.joint_range)
+    return clip
 
 
 def resample_clip(clip: MotionClip, fps: float, kinematics: RobotKinematics) -> MotionClip:

@@ -11,12 +11,14 @@ from unilab_gpu.motion.clip import MotionClip, array_shapes
 from unilab_gpu.motion.npzfile import stored_fps
 from unilab_gpu.motion.source import MotionSource
 from unilab_gpu.motion.validation import (
+    MotionFormatError,
     check_array,
     check_names,
     check_schema_version,
     frame_count,
     require,
 )
+from unilab_gpu.utils.files import write_atomic
 
 NAME = "canonical"
 FORMAT_TAG = "unilab-motion"
@@ -24,24 +26,28 @@ SCHEMA_VERSION = 1
 
 
 def save_motion(clip: MotionClip, path: str | Path) -> Path:
-    """Write ``clip`` to ``path`` (``.npz`` appended by NumPy when missing); returns the written path.
+    """Write ``clip`` to ``path``, which must end in ``.npz``, atomically; returns the path.
 
     Keys: ``format`` (``"unilab-motion"``), ``schema_version`` (1), ``fps``, ``joint_names``,
     ``body_names`` and every per-frame array of :class:`MotionClip` under its field name (float64).
+    The file appears whole or not at all (``utils.files.write_atomic``): a full disk leaves an
+    earlier clip at ``path`` as it was.
+
+    Raises:
+        MotionFormatError: ``path`` does not end in ``.npz`` (it is never renamed silently).
     """
     path = Path(path)
     if path.suffix != ".npz":
-        path = path.with_name(path.name + ".npz")
-    np.savez(
-        path,
-        format=np.array(FORMAT_TAG),
-        schema_version=np.array(SCHEMA_VERSION),
-        fps=np.array(clip.fps),
-        joint_names=np.array(clip.joint_names),
-        body_names=np.array(clip.body_names),
+        raise MotionFormatError(f"motion output {path} must end in .npz, e.g. {path.with_name(path.name + '.npz')}")
+    arrays = {
+        "format": np.array(FORMAT_TAG),
+        "schema_version": np.array(SCHEMA_VERSION),
+        "fps": np.array(clip.fps),
+        "joint_names": np.array(clip.joint_names),
+        "body_names": np.array(clip.body_names),
         **clip.arrays(),
-    )
-    return path
+    }
+    return write_atomic(path, lambda file: np.savez(file, **arrays))
 
 
 def looks_like(data: dict[str, Any]) -> bool:

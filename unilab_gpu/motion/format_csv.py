@@ -21,7 +21,13 @@ DEFAULT_FPS = 30.0
 
 def read(path: str | Path, input_fps: float | None) -> MotionSource:
     fps = check_fps(DEFAULT_FPS if input_fps is None else input_fps, "input_fps")
-    if not Path(path).read_text().strip():
+    try:
+        text = Path(path).read_text()
+    except UnicodeDecodeError:
+        raise MotionFormatError(
+            f"{path}: not a text CSV file: it holds binary data (an .npz file named .csv? rename it to .npz)"
+        ) from None
+    if not text.strip():
         raise MotionFormatError(f"{path}: the CSV file is empty, expected one row of numbers per frame")
     try:
         rows = np.loadtxt(path, delimiter=",", ndmin=2, dtype=np.float64)

@@ -29,6 +29,8 @@ def read_source(path: str | Path, format: str = "auto", input_fps: float | None 
     path = Path(path)
     if format not in ("auto", *FORMATS):
         raise MotionFormatError(f"unknown motion format '{format}'; expected 'auto' or one of {list(FORMATS)}")
+    if path.is_dir():
+        raise MotionFormatError(f"{path} is a folder, expected a motion file (.npz or .csv)")
     if not path.is_file():
         raise FileNotFoundError(f"motion file not found: {path}")
     if format == format_csv.NAME or (format == "auto" and path.suffix.lower() == ".csv"):

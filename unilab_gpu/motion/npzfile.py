@@ -13,6 +13,11 @@ from unilab_gpu.motion.validation import MotionFormatError, check_fps, require
 
 def read_npz(path: str | Path) -> dict[str, np.ndarray]:
     """Every array of the ``.npz`` at ``path`` (object arrays are refused: no pickles are loaded)."""
+    with open(path, "rb") as file:
+        head = file.read(6)
+    if not head.startswith((b"PK", b"\x93NUMPY")):  # neither a zip archive nor a .npy file
+        kind = "a text file (a CSV? name it .csv or pass format=csv)" if _is_text(head) else "not a zip archive"
+        raise MotionFormatError(f"{path}: not an .npz archive: it is {kind}")
     try:
         loaded = np.load(path, allow_pickle=False)
         if not isinstance(loaded, np.lib.npyio.NpzFile):  # a .npy (or other) file named .npz
@@ -23,6 +28,14 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
         if isinstance(err, FileNotFoundError):
             raise
         raise MotionFormatError(f"{path}: not a readable .npz file ({err})") from err
+
+
+def _is_text(head: bytes) -> bool:
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return bool(head) and all(c >= 32 or c in b"\t\r\n" for c in head)
 
 
 def stored_fps(data: dict[str, Any], input_fps: float | None, source: str) -> float:

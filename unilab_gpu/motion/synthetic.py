@@ -8,6 +8,8 @@ floor (z = 0). Body states and velocities come from the same pipeline as loaded 
 
 from __future__ import annotations
 
+import math
+
 import mujoco
 import numpy as np
 import torch
@@ -16,6 +18,7 @@ from unilab_gpu.motion.assemble import CONTROL_FPS, build_clip
 from unilab_gpu.motion.clip import MotionClip
 from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.source import MotionSource
+from unilab_gpu.motion.validation import MotionFormatError, check_clip_size, check_fps
 from unilab_gpu.utils.rotations import quat_from_euler_xyz
 
 LIMIT_MARGIN = 0.1
@@ -70,9 +73,15 @@ def synthesize_clip(
     floor. Root velocities and body states are derived as for a loaded file (finite differences,
     forward kinematics).
     """
+    if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
+        raise MotionFormatError(f"synthetic clip: 'seconds' must be a finite number > 0, got {seconds!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise MotionFormatError(f"synthetic clip: 'seed' must be a whole number >= 0, got {seed!r}")
+    check_fps(fps)
     kinematics = kinematics or RobotKinematics.from_robot("g1")
-    rng = np.random.default_rng(seed)
     num_frames = round(seconds * fps) + 1
+    check_clip_size(num_frames, kinematics.num_joints, kinematics.num_bodies, f"a synthetic clip of {seconds:g} s")
+    rng = np.random.default_rng(seed)
     t = np.arange(num_frames) / fps
 
     lo, hi = kinematics.joint_range.T

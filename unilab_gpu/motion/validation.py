@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,6 +14,21 @@ MIN_FRAMES = 2
 
 MAX_FPS = 1000.0
 """Highest frame rate accepted (a typo such as ``--fps 1e9`` would otherwise allocate hundreds of GiB)."""
+
+
+JOINT_LIMIT_MARGIN = math.pi
+"""How far (rad) a clip's joint angle may lie beyond the model's joint range: retargeted clips
+overshoot limits a little, an angle of 1e30 rad (or a unit mix-up, degrees for radians) is a broken file."""
+
+WORKSPACE_M = 1000.0
+"""Largest ``|x|``, ``|y|``, ``|z|`` of a body position (m): the env's default divergence envelope
+(``divergence.max_qpos``), so that a reference start never begins outside it."""
+
+MAX_SPEED = 1000.0
+"""Largest ``|velocity|`` entry (m/s, rad/s): the env's default ``divergence.max_qvel``."""
+
+CLIP_MEMORY_FRACTION = 0.5
+"""Share of the machine's physical memory one clip's arrays may take (estimated before allocating)."""
 
 
 class MotionFormatError(ValueError):
@@ -94,19 +111,96 @@ def check_names(name: str, value: Any) -> tuple[str, ...]:
     return names
 
 
-def unit_quat(name: str, quat: np.ndarray, tolerance: float = 1e-2) -> np.ndarray:
-    """``quat`` ``(T, ..., 4)`` normalized; rejects entries whose norm is off 1 by more than ``tolerance``.
+def unit_quat(
+    name: str, quat: np.ndarray, tolerance: float = 1e-2, body_names: Sequence[str] | None = None
+) -> np.ndarray:
+    """``quat`` ``(T, 4)`` or ``(T, B, 4)`` normalized; rejects entries whose norm is off 1 by more
+    than ``tolerance``, naming the frame and, for ``(T, B, 4)``, the body (``body_names``, else its index).
 
     Files store float32 or rounded quaternions, so small norm errors are renormalized away; a large
     one means the columns are not a quaternion (wrong layout, or a zero row).
     """
     norm = np.linalg.norm(quat, axis=-1, keepdims=True)
-    bad = np.abs(norm - 1.0).reshape(quat.shape[0], -1).max(axis=1) > tolerance
-    if bad.any():
-        frame = int(np.argmax(bad))
-        worst = norm.reshape(quat.shape[0], -1)[frame].min()
-        raise MotionFormatError(f"'{name}' is not a unit quaternion at frame {frame} (norm {worst:.4g})")
+    error = np.abs(norm[..., 0] - 1.0).reshape(quat.shape[0], -1)
+    if (error > tolerance).any():
+        frame, column = np.unravel_index(int(np.argmax(error > tolerance)), error.shape)
+        where = f"frame {frame}"
+        if quat.ndim == 3:
+            where += f", body '{body_names[column]}'" if body_names is not None else f", body {column}"
+        raise MotionFormatError(
+            f"'{name}' is not a unit quaternion at {where} "
+            f"(norm {norm.reshape(quat.shape[0], -1)[frame, column]:.4g}, expected 1)"
+        )
     return quat / norm
+
+
+def check_plausible(
+    arrays: Mapping[str, np.ndarray],
+    joint_names: Sequence[str],
+    body_names: Sequence[str],
+    joint_range: np.ndarray,
+) -> None:
+    """Reject a clip no robot can follow: a joint angle more than :data:`JOINT_LIMIT_MARGIN` beyond
+    the model's range ``joint_range (J, 2)``, a body outside the :data:`WORKSPACE_M` box, or a
+    velocity above :data:`MAX_SPEED`. Such values (1e30 rad, a root at 1e12 m) are finite, pass
+    every shape check and would otherwise reach the observations and the learner's normaliser.
+
+    Args:
+        arrays: a clip's per-frame arrays by :class:`~unilab_gpu.motion.clip.MotionClip` field name.
+
+    Raises:
+        MotionFormatError: naming the field, the first bad frame and the joint or body.
+    """
+    joint_pos = arrays["joint_pos"]
+    lo, hi = joint_range[:, 0] - JOINT_LIMIT_MARGIN, joint_range[:, 1] + JOINT_LIMIT_MARGIN
+    limited = joint_range[:, 1] > joint_range[:, 0]  # MuJoCo writes [0, 0] for an unlimited joint
+    outside = ((joint_pos < lo) | (joint_pos > hi)) & limited
+    if outside.any():
+        frame, joint = np.unravel_index(int(np.argmax(outside)), outside.shape)
+        raise MotionFormatError(
+            f"'joint_pos' at frame {frame}, joint '{joint_names[joint]}': {joint_pos[frame, joint]:.4g} rad is far "
+            f"outside the model's range [{joint_range[joint, 0]:.4g}, {joint_range[joint, 1]:.4g}] "
+            f"(more than {JOINT_LIMIT_MARGIN:.3g} rad beyond it; radians expected)"
+        )
+    for name, bound, unit in (
+        ("root_pos", WORKSPACE_M, "m"),
+        ("body_pos_w", WORKSPACE_M, "m"),
+        ("joint_vel", MAX_SPEED, "rad/s"),
+        ("root_lin_vel", MAX_SPEED, "m/s"),
+        ("root_ang_vel", MAX_SPEED, "rad/s"),
+        ("body_lin_vel_w", MAX_SPEED, "m/s"),
+        ("body_ang_vel_w", MAX_SPEED, "rad/s"),
+    ):
+        values = arrays[name]
+        bad = np.abs(values) > bound
+        if not bad.any():
+            continue
+        index = np.unravel_index(int(np.argmax(bad)), bad.shape)
+        where = f"frame {index[0]}"
+        if name == "joint_vel":
+            where += f", joint '{joint_names[index[1]]}'"
+        elif values.ndim == 3:
+            where += f", body '{body_names[index[1]]}'"
+        raise MotionFormatError(
+            f"'{name}' at {where}: {values[index]:.4g} {unit} is outside the plausible range "
+            f"[-{bound:g}, {bound:g}] {unit}"
+        )
+
+
+def check_clip_size(num_frames: float, num_joints: int, num_bodies: int, what: str) -> None:
+    """Refuse, before allocating, a clip whose arrays would take more than
+    :data:`CLIP_MEMORY_FRACTION` of the machine's memory (``what`` names the setting behind ``num_frames``)."""
+    per_frame = 8 * (2 * num_joints + 13 + 13 * num_bodies)  # float64: the MotionClip fields
+    need = num_frames * per_frame
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # no sysconf: assume a modest machine
+        memory = 16 * 2**30
+    if need > CLIP_MEMORY_FRACTION * memory:
+        raise MotionFormatError(
+            f"{what} asks for {num_frames:.4g} frames, about {need / 2**30:,.3g} GiB of clip data, more than "
+            f"{CLIP_MEMORY_FRACTION:.0%} of this machine's {memory / 2**30:,.0f} GiB of memory; use a shorter clip"
+        )
 
 
 def frame_count(data: Mapping[str, Any], key: str, source: str) -> int:
