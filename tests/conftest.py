@@ -1,5 +1,7 @@
 """Session rules for the test suite.
 
+The test-only term modules are allowed as term sources (``UNILAB_TERM_MODULES``).
+
 ``UNILAB_REQUIRE_GPU=1`` (set by ``scripts/gpu_check.sh``) turns "no CUDA device" from a reason to
 skip every ``gpu`` test into an error, so a GPU check on a machine whose CUDA is unusable fails
 loudly instead of reporting a green run of skipped tests.
@@ -11,6 +13,10 @@ import os
 
 import pytest
 import torch
+
+# Tests name their own terms (tests/env_test_terms.py and a term of test_phase_profiler.py); terms
+# may only come from the project and the modules listed here (``managers.term.TERM_MODULES_ENV``).
+os.environ.setdefault("UNILAB_TERM_MODULES", "env_test_terms,test_phase_profiler")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -199,3 +199,114 @@ def test_a_nan_in_a_nested_range_names_its_index():
     env_overrides = ["commands.motion.params.pose_range=[[-0.05,0.05],[0.1,-0.1],[0,0],[0,0],[0,0],[0,0]]"]
     with pytest.raises(ValueError, match=r"'commands.motion.params.pose_range\[1\]' must be \[low, high\]"):
         make_env("g1_tracking", num_envs=2, compile=False, announce=False, overrides=env_overrides)
+
+
+# -- issue 25: the env API refuses misuse in one line; nonsense sizes and terms fail at build --
+
+
+def test_step_before_reset_and_after_close_is_refused():
+    env = _pendulum()
+    with pytest.raises(RuntimeError, match=r"^pendulum: call reset\(\) before the first step\(\)$"):
+        env.step(torch.zeros(4, 1))
+    env.reset()
+    env.step(torch.zeros(4, 1))
+    env.close()
+    env.close()  # twice is harmless
+    for call in (lambda: env.step(torch.zeros(4, 1)), env.reset):
+        with pytest.raises(RuntimeError, match=r"after close\(\); build a new env"):
+            call()
+
+
+def test_adapters_close_the_env():
+    from unilab_gpu.adapters.gymnasium_env import GymVectorEnv
+
+    gym_env = GymVectorEnv.make("pendulum", 2, compile=False, announce=False)
+    with pytest.raises(
+        TypeError, match=r"GymVectorEnv.reset: 'seed' must be a whole number in \[0, 2\*\*64\) or None, got 'a'"
+    ):
+        gym_env.reset(seed="a")
+    gym_env.reset(seed=1)
+    gym_env.close()
+    assert gym_env.closed and gym_env.env._state == "closed"
+    pytest.importorskip("rsl_rl")
+    from unilab_gpu.adapters.rsl_rl_env import RslRlVecEnv
+
+    vec = RslRlVecEnv(_pendulum(2))
+    vec.close()
+    with pytest.raises(RuntimeError, match="after close"):
+        vec.step(torch.zeros(2, 1))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"seed": "7"}, TypeError, "make_env: 'seed' must be a whole number in [0, 2**64), got '7'"),
+        ({"seed": -1}, TypeError, "make_env: 'seed' must be a whole number in [0, 2**64), got -1"),
+        ({"seed": 1.5}, TypeError, "got 1.5"),
+        ({"overrides": "episode_length_s=5"}, TypeError, "'overrides' must be a list of 'key=value' strings"),
+        ({"overrides": [["a=1"]]}, TypeError, "'overrides' must be a list of 'key=value' strings"),
+        ({"num_envs": 2**40}, ValueError, "'num_envs' must be at most 44,739,242 (Warp's 2**31 array limit"),
+    ],
+)
+def test_bad_make_env_arguments_name_the_argument(kwargs, error, message):
+    kwargs = {"num_envs": 2, "compile": False, "announce": False, **kwargs}
+    with pytest.raises(error) as info:
+        make_env("pendulum", **kwargs)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("task", "override", "message"),
+    [
+        (
+            "pendulum",
+            "episode_length_s=0.01",
+            "'episode_length_s' must be at least one env step (decimation x timestep = 0.05 s), got 0.01",
+        ),  # fmt: skip
+        (
+            "g1_tracking",
+            "rewards.anchor_pos.params.std=0",
+            "'rewards.anchor_pos.params.std' must be a finite number > 0",
+        ),
+        ("g1_velocity", "rewards.track_lin_vel.params.sigma=-0.25", "'rewards.track_lin_vel.params.sigma' must be"),
+        (
+            "pendulum",
+            "rewards.angle.weight=1e39",
+            "must be a finite number (it is stored as float32: |value| <= 3.403e+38)",
+        ),
+        ("pendulum", "observations.policy.terms.velocity.scale=-1e300", "stored as float32"),
+        (
+            "pendulum",
+            "+rewards.x={func: unilab_gpu.utils.files.check_output, weight: 1.0}",
+            "rewards.x.func: 'unilab_gpu.utils.files.check_output' is not a term: a term is a function f(env, ",
+        ),
+        ("pendulum", "+rewards.x={func: 'unilab_gpu.rl.checkpoint:shutil', weight: 1.0}", "is not a term"),
+        (
+            "pendulum",
+            "+rewards.x={func: os.system, weight: 1.0}",
+            "rewards.x.func: 'os.system' is outside the modules terms may come from (unilab_gpu, ",
+        ),
+    ],
+)
+def test_settings_without_physical_sense_and_non_terms_fail_at_build(task, override, message):
+    with pytest.raises(ValueError) as info:
+        make_env(task, num_envs=2, compile=False, announce=False, overrides=[override])
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_reward_weight_is_checked_in_float32_after_step_dt():
+    # 3e38 is a float32, but times a 2 s env step (200 x 10 ms) it overflows to inf.
+    expected = r"'rewards.angle.weight' must be a number whose product with step_dt \(2 s\) is a finite float32"
+    with pytest.raises(ValueError, match=expected + r" \(\|weight\| <= 1.7e\+38\), got 3e\+38"):
+        _pendulum(overrides=["decimation=200", "rewards.angle.weight=3e38"])
+
+
+def test_terms_come_only_from_listed_modules(monkeypatch):
+    term = "+rewards.too_fast={func: env_test_terms.joint_speed_above, weight: -1.0, params: {limit: 5.0}}"
+    monkeypatch.setenv("UNILAB_TERM_MODULES", "")
+    with pytest.raises(ValueError, match=r"'env_test_terms.joint_speed_above' is outside the modules terms may come "
+                                         r"from \(unilab_gpu\); to use your own, list them in UNILAB_TERM_MODULES, "
+                                         r"e.g. UNILAB_TERM_MODULES=env_test_terms"):  # fmt: skip
+        _pendulum(overrides=[term])
+    monkeypatch.setenv("UNILAB_TERM_MODULES", "some_other, env_test_terms")
+    assert "too_fast" in _pendulum(overrides=[term]).reward_manager.term_names

@@ -91,8 +91,16 @@ class GymVectorEnv(gym.vector.VectorEnv):
                 raise ValueError("GymVectorEnv.reset: the envs share one generator; give one seed")
             seed = seed[0]
         if seed is not None:
+            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+                raise TypeError(
+                    f"GymVectorEnv.reset: 'seed' must be a whole number in [0, 2**64) or None, got {seed!r}"
+                )
             torch.manual_seed(seed)
         return self._obs(self.env.reset()), {}
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Close the wrapped env (gymnasium's :meth:`close` calls this once)."""
+        self.env.close()
 
     def step(self, actions):
         """``actions`` ``(num_envs, action_dim)``; returns ``(obs, reward, terminated, truncated,

@@ -72,6 +72,10 @@ class RslRlVecEnv(VecEnv):
         dones = result.terminated | result.truncated | ~result.valid
         return self._obs, result.reward.clone(), dones, extras
 
+    def close(self) -> None:
+        """Close the wrapped env; it cannot step afterwards."""
+        self.env.close()
+
     def _copy(self, groups: dict[str, torch.Tensor]) -> TensorDict:
         return TensorDict({k: v.clone() for k, v in groups.items()}, batch_size=[self.num_envs], device=self.device)
 

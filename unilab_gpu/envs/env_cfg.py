@@ -8,7 +8,6 @@ its term dataclass and names the key path of any unknown key or wrong type.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,6 +133,16 @@ def check_env_cfg(cfg: EnvCfg, num_envs: int) -> None:
     _require(
         isinstance(num_envs, int) and not isinstance(num_envs, bool) and num_envs >= 1, "num_envs", ">= 1", num_envs
     )
+    for key in ("njmax", "nconmax"):
+        _require(getattr(cfg.sim, key) >= 1, f"sim.{key}", ">= 1", getattr(cfg.sim, key))
+    # MJWarp keeps the contacts of all worlds in one array, and a Warp array axis holds < 2**31 entries.
+    most = (WARP_MAX_AXIS - 1) // max(cfg.sim.nconmax, 1)
+    _require(
+        num_envs <= most,
+        "num_envs",
+        f"at most {most:,} (Warp's 2**31 array limit at sim.nconmax = {cfg.sim.nconmax})",
+        num_envs,
+    )
     _require(cfg.decimation >= 1, "decimation", ">= 1", cfg.decimation)
     _require(
         _finite(cfg.episode_length_s) and cfg.episode_length_s > 0, "episode_length_s", "> 0", cfg.episode_length_s
@@ -196,11 +205,14 @@ def _check_noise(where: str, noise: NoiseCfg) -> None:
 
 def _check_params(where: str, params: Any) -> None:
     """Every number in a term's params is finite; every ``*_range`` is ``[low, high]`` with low <= high
-    (or a list of such pairs, one per axis)."""
+    (or a list of such pairs, one per axis); every width of an ``exp(-err / std^2)`` kernel (``std``,
+    ``sigma``, ``*_std``, ``*_sigma``) is > 0 (0 divides by zero, a negative one is meaningless)."""
     if isinstance(params, dict):
         for key, value in params.items():
             path = f"{where}.{key}"
-            if str(key).endswith("_range") and isinstance(value, (list, tuple)):
+            if _is_width(str(key)) and not isinstance(value, (list, tuple, dict)):
+                _require(_finite(value) and value > 0, path, "a finite number > 0", value)
+            elif str(key).endswith("_range") and isinstance(value, (list, tuple)):
                 pairs = value if value and all(isinstance(v, (list, tuple)) for v in value) else [value]
                 for i, pair in enumerate(pairs):
                     _check_range(path if len(pairs) == 1 and pair is value else f"{path}[{i}]", pair, strict=False)
@@ -228,10 +240,23 @@ def _check_range(where: str, value: Any, *, strict: bool) -> None:
     )
 
 
+def _is_width(key: str) -> bool:
+    return key in ("std", "sigma") or key.endswith(("_std", "_sigma"))
+
+
+WARP_MAX_AXIS = 2**31
+"""Warp array axes and ``wp.tid()`` extents are signed 32-bit."""
+
+FLOAT32_MAX = 3.4028234663852886e38
+"""Every number of a task config becomes a float32 tensor: a larger one would be inf there."""
+
+
 def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= FLOAT32_MAX
 
 
 def _require(ok: bool, key: str, expected: str, value: Any) -> None:
     if not ok:
+        if isinstance(value, float) and abs(value) > FLOAT32_MAX and abs(value) != float("inf"):
+            expected += f" (it is stored as float32: |value| <= {FLOAT32_MAX:.4g})"
         raise ValueError(f"env config: '{key}' must be {expected}, got {value!r}")

@@ -35,8 +35,17 @@ def load_task_cfg(task: str, overrides: Sequence[str] = ()) -> EnvCfg:
     Raises:
       ValueError: unknown task, unknown key or wrong type; the message names the key path.
     """
-    if task not in available_tasks():
-        raise ValueError(f"unknown task '{task}'; available: {available_tasks()}")
+    if not isinstance(task, str) or task not in available_tasks():
+        raise ValueError(f"unknown task {task!r}; available: {available_tasks()}")
+    if (
+        not isinstance(overrides, Sequence)
+        or isinstance(overrides, str)
+        or not all(isinstance(o, str) for o in overrides)
+    ):
+        raise TypeError(
+            f"task '{task}': 'overrides' must be a list of 'key=value' strings, e.g. ['episode_length_s=5'], "
+            f"got {overrides!r}"
+        )
     # Registered when a config is loaded, not at import: storing the same node again is a no-op.
     ConfigStore.instance().store(name=SCHEMA_NAME, node=EnvCfg)
     try:
@@ -108,6 +117,8 @@ def make_env(
       env_kwargs: ``compile``, ``capture``, ``debug``, ``deterministic``, ``verbose``,
         ``announce`` (see ``ManagerBasedRlEnv``).
     """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise TypeError(f"make_env: 'seed' must be a whole number in [0, 2**64), got {seed!r}")
     cfg = load_task_cfg(task, overrides)
     # Seeding is the caller's choice of a process-wide stream, not the env's: the env only draws.
     torch.manual_seed(seed)

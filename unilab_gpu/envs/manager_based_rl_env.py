@@ -128,6 +128,11 @@ class ManagerBasedRlEnv:
         self.robot = Robot(self.sim, cfg.sim.keyframe)
         self.physics_dt = float(self.sim.mj_model.opt.timestep)
         self.step_dt = cfg.decimation * self.physics_dt
+        if cfg.episode_length_s < self.step_dt:  # every episode would be cut after its first step
+            raise ValueError(
+                f"env config: 'episode_length_s' must be at least one env step (decimation x timestep = "
+                f"{self.step_dt:g} s), got {cfg.episode_length_s!r}"
+            )
         self.max_episode_length = max(1, math.ceil(cfg.episode_length_s / self.step_dt))
 
         n, k = self.num_envs, self.reset_capacity
@@ -192,6 +197,8 @@ class ManagerBasedRlEnv:
         if self._capture and (reason := capture_unsupported_reason(self.device)) is not None:
             self._skip_capture(reason)
         self.event_manager.apply_startup(self)
+        self._state = "built"
+        """``"built"`` until the first :meth:`reset`, then ``"running"``; ``"closed"`` after :meth:`close`."""
         if announce:
             print(self.describe())
 
@@ -239,9 +246,11 @@ class ManagerBasedRlEnv:
         so that time-outs spread over steps instead of arriving all at once. On CUDA the first
         call also warms up and captures the step, then resets again.
         """
+        self._check_open("reset")
         self._reset_all_rows()
         if self._capture and self._graph is None:
             self._capture_step()
+        self._state = "running"
         return self.observation_manager.obs
 
     def step(self, actions: torch.Tensor) -> StepResult:
@@ -251,6 +260,9 @@ class ManagerBasedRlEnv:
           actions: ``(num_envs, action_dim)`` float32 on the env's device; copied into the
             persistent action buffer, so the caller may reuse it.
         """
+        if self._state != "running":  # a Python flag: no host sync
+            self._check_open("step")
+            raise RuntimeError(f"{self.name}: call reset() before the first step()")
         if self.debug:
             _raise_on_bad_rows("actions", ~torch.isfinite(actions).all(dim=1))
         self.set_actions(actions)
@@ -261,6 +273,16 @@ class ManagerBasedRlEnv:
         if self.debug:
             _raise_on_bad_rows("state (qpos/qvel)", self._non_finite)
         return self.result
+
+    def close(self) -> None:
+        """Release the captured CUDA graph; the env cannot step or reset afterwards. Calling it
+        again does nothing (the simulator's arrays are freed with the env object)."""
+        self._graph = None
+        self._state = "closed"
+
+    def _check_open(self, call: str) -> None:
+        if self._state == "closed":
+            raise RuntimeError(f"{self.name}: {call}() after close(); build a new env")
 
     def learning_state(self) -> dict[str, dict[str, torch.Tensor]]:
         """What the env has learned over a run and a resume must restore, by term path.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import torch
@@ -22,12 +23,25 @@ class RewardManager:
         n, device = env.num_envs, env.device
         self.weights = torch.tensor([t.cfg.weight for t in self.terms], dtype=torch.float32, device=device)
         self.step_dt = env.step_dt
+        self._check_scaled_weights()
         self.reward = torch.zeros(n, device=device)
         """This step's reward, ``(num_envs,)``."""
         self.step_terms = torch.zeros(n, len(self.terms), device=device)
         """This step's weighted contribution of each term, ``(num_envs, num_terms)``."""
         self._sums_storage, self.episode_sums = rows_with_dummy(n, len(self.terms), device=device)
         """Per-term reward summed over the current episode, ``(num_envs, num_terms)``."""
+
+    def _check_scaled_weights(self) -> None:
+        """Each weight times ``step_dt`` must be a finite float32: 1e39 is finite in the YAML's float64
+        but inf on the device, and would make every reward inf (construction only: one host read)."""
+        scaled = (self.weights * self.step_dt).tolist()
+        for term, value in zip(self.terms, scaled, strict=True):
+            if not math.isfinite(value):
+                limit = torch.finfo(torch.float32).max / max(self.step_dt, 1.0)
+                raise ValueError(
+                    f"env config: 'rewards.{term.name}.weight' must be a number whose product with step_dt "
+                    f"({self.step_dt:g} s) is a finite float32 (|weight| <= {limit:.3g}), got {term.cfg.weight!r}"
+                )
 
     @property
     def term_names(self) -> list[str]:
