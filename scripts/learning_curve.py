@@ -40,7 +40,8 @@ from typing import NamedTuple
 import torch
 
 from unilab_gpu.cli.train import build_run, compose_train_config, resolve_auto
-from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.envs.make_env import load_task_cfg, make_env
+from unilab_gpu.managers.term import Term
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.logger import RecordingLogger
 from unilab_gpu.rl.trainer import agent_policy, evaluate
@@ -190,9 +191,105 @@ def evaluation(task: str, env_overrides: list[str], agent, num_envs: int, device
     return out
 
 
+CLEAN_HORIZON = 50
+"""Steps every row of the clean evaluation is followed for (failure terminations off)."""
+CLEAN_AGES = (10, 30, 50)
+"""Episode ages at which the clean evaluation reports its means."""
+CLEAN_OVERRIDES = (
+    "+observations.policy.enable_noise=false",
+    "events.push=null",
+    "commands.motion.params.pose_range=null",
+    "commands.motion.params.velocity_range=null",
+    "commands.motion.params.joint_position_range=null",
+    "randomize_initial_episode_length=false",
+)
+"""Task overrides of the clean evaluation: no observation noise, no pushes, no reset noise or kicks."""
+
+
+def clean_start_frames(clip_length: int, num_rows: int, seed: int, horizon: int = CLEAN_HORIZON) -> torch.Tensor:
+    """Start frames spread uniformly over a clip, ``(num_rows,)`` int64: one seeded draw in each of
+    ``num_rows`` equal strata of the frames from which ``horizon`` more steps stay inside the clip."""
+    span = clip_length - 1 - horizon
+    if span < 1:
+        raise SystemExit(f"clean evaluation: the clip has {clip_length} frames, fewer than {horizon + 2}")
+    u = torch.rand(num_rows, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return ((torch.arange(num_rows, dtype=torch.float64) + u) * span / num_rows).long()
+
+
+def within_thresholds(first_failure: torch.Tensor, age: int) -> float:
+    """Share of rows that have not crossed a failure threshold by ``age`` (``first_failure``:
+    ``(rows,)`` the first age at which a row crossed one, 0 where none did)."""
+    return float(((first_failure == 0) | (first_failure > age)).double().mean())
+
+
+def clean_evaluation(
+    task: str, env_overrides: list[str], agent, num_envs: int, device: str, seed: int, trained: bool
+) -> dict:
+    """The clean tracking evaluation of the agent's deterministic policy (``trained``) or of the
+    zero action (the untrained policy: every joint target at the action's zero).
+
+    ``num_envs`` rows start at fixed, seeded frames spread over the first clip
+    (:func:`clean_start_frames`, the same for every policy given ``seed``), without observation
+    noise, pushes or reset noise (:data:`CLEAN_OVERRIDES`), and are followed for
+    :data:`CLEAN_HORIZON` steps with the task's failure terminations off; those terms are evaluated
+    on the side, and the first step at which a row crosses any of them is recorded.
+
+    Reports, at the ages :data:`CLEAN_AGES` (means over rows, and tracked bodies or joints):
+    ``anchored_body_pos_error_by_age_m`` (against the targets re-anchored to the robot's anchor,
+    as the rewards score them), ``world_body_pos_error_by_age_m``, ``joint_pos_error_by_age_rad``,
+    ``within_thresholds_by_age`` (share of rows not yet past a failure threshold), plus the
+    anchored error at every age and ``action_std`` (the agent's mean pre-tanh standard deviation
+    on the visited observations).
+    """
+    failures = {
+        name: term
+        for name, term in load_task_cfg(task, env_overrides).terminations.items()
+        if term is not None and not term.time_out
+    }
+    overrides = [*env_overrides, *CLEAN_OVERRIDES, *(f"terminations.{name}=null" for name in failures)]
+    env = make_env(task, num_envs, device, overrides, seed=seed, compile=False, capture=False, announce=False)
+    command = env.command_manager.get("motion")
+    clip_frames = int(command.library.clip_length[0])
+    frames = clean_start_frames(clip_frames, num_envs, seed)
+    command.fix_starts(torch.zeros_like(frames), frames)
+    obs = env.reset()
+    zero = torch.zeros(num_envs, env.action_dim, device=env.device)
+    policy = agent_policy(agent) if trained else (lambda obs: zero)
+    monitors = [Term(name, cfg, env, f"terminations.{name}") for name, cfg in failures.items()]
+    first_failure = torch.zeros(num_envs, dtype=torch.int64, device=env.device)
+    anchored, world, joints, stds = [], [], [], []
+    for age in range(1, CLEAN_HORIZON + 1):
+        stds.append(agent.action_std(obs["policy"]).mean())
+        obs = env.step(policy(obs)).obs
+        if not bool((env.episode_length == age).all()):
+            raise RuntimeError(f"clean evaluation: a row's episode ended at age {age} (a diverged world?)")
+        errors = command.row_errors()
+        anchored.append(errors["body_pos_error_anchored"].mean())
+        world.append(errors["body_pos_error"].mean())
+        joints.append(errors["joint_pos_error"].mean())
+        crossed = torch.stack([term(env) for term in monitors]).any(dim=0)
+        first_failure = torch.where(crossed & (first_failure == 0), age, first_failure)
+    anchored_all = torch.stack(anchored).tolist()
+    at = {str(age): age - 1 for age in CLEAN_AGES}
+    world_all, joints_all = torch.stack(world).tolist(), torch.stack(joints).tolist()
+    return {
+        "rows": num_envs,
+        "clip_frames": clip_frames,
+        "start_frames": frames.tolist(),
+        "failure_terms": list(failures),
+        "anchored_body_pos_error_by_age_m": {k: anchored_all[i] for k, i in at.items()},
+        "world_body_pos_error_by_age_m": {k: world_all[i] for k, i in at.items()},
+        "joint_pos_error_by_age_rad": {k: joints_all[i] for k, i in at.items()},
+        "within_thresholds_by_age": {k: within_thresholds(first_failure.cpu(), int(k)) for k in at},
+        "anchored_body_pos_error_every_age_m": anchored_all,
+        "action_std": float(torch.stack(stds).mean()),
+    }
+
+
 def run(args: argparse.Namespace) -> dict:
     env_overrides = list(args.env_override)
-    if args.task.startswith("g1_tracking") and args.motion != "none":
+    tracking = args.task.startswith("g1_tracking")
+    if tracking and args.motion != "none":
         motion = Path(args.motion).resolve()
         if not motion.is_file():
             raise SystemExit(f"--motion: {motion} not found (pass --motion none for the built-in synthetic clip)")
@@ -221,6 +318,11 @@ def run(args: argparse.Namespace) -> dict:
             scope.callback(built.lock.release)
         trainer = built.trainer
         untrained = evaluation(args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1)
+        clean = tracking and args.clean_eval_envs > 0
+        if clean:
+            untrained["clean_eval"] = clean_evaluation(
+                args.task, env_overrides, trainer.agent, args.clean_eval_envs, cfg.device, args.seed + 1, False
+            )
         recorder = RecordingLogger(trainer.logger)
         trainer.logger = recorder  # type: ignore[assignment]
         train_start = time.perf_counter()
@@ -229,6 +331,10 @@ def run(args: argparse.Namespace) -> dict:
         train_seconds = time.perf_counter() - train_start
         recorder.close()
         trained = evaluation(args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1)
+        if clean:
+            trained["clean_eval"] = clean_evaluation(
+                args.task, env_overrides, trainer.agent, args.clean_eval_envs, cfg.device, args.seed + 1, True
+            )
         if args.keep_run is not None:
             built.save()  # the trained policy, for unilab-play or a resume
     for metrics in TASK_METRICS.values():
@@ -269,16 +375,28 @@ def plot(report: dict, path: Path) -> None:
         baseline.update(metrics.errors)
     keys = [k for k in (*baseline, "train/reward_mean") if any(k in row for row in report["curve"])]
     by_age = next((m.by_age for m in TASK_METRICS.values() if age_keys(m.by_age)[0] in report["trained"]), None)
-    panels = len(keys) + (by_age is not None)
+    clean = "clean_eval" in report["trained"]
+    panels = len(keys) + (by_age is not None) + clean
     fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.4), squeeze=False)
-    if by_age is not None:
+    if clean:
         ax = axes[0][-1]
+        for name, style in (("untrained", "--"), ("trained", "-")):
+            result = report[name]["clean_eval"]
+            errors = result["anchored_body_pos_error_every_age_m"]
+            within = result["within_thresholds_by_age"][str(CLEAN_AGES[1])]
+            label = f"{name} ({within:.0%} within thresholds at {CLEAN_AGES[1]})"
+            ax.plot(range(1, len(errors) + 1), errors, style, label=label)
+        ax.set_xlabel("steps since the start (clean evaluation)")
+        ax.set_title("anchored body position error (m)")
+        ax.legend(fontsize=7)
+    if by_age is not None:
+        ax = axes[0][len(keys)]
         for name, style in (("untrained", "--"), ("trained", "-")):
             errors = report[name][age_keys(by_age)[0]]
             ages = [i + 1 for i, e in enumerate(errors) if e is not None]
             ax.plot(ages, [e for e in errors if e is not None], style, label=f"{name} (eval)")
         ax.set_xlabel("steps since the episode's start")
-        ax.set_title(f"{by_age} by episode age")
+        ax.set_title(f"{by_age} by episode age (training task)")
         ax.legend(fontsize=7)
     for ax, key in zip(axes[0][: len(keys)], keys, strict=True):
         rows = [row for row in report["curve"] if key in row]
@@ -307,6 +425,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--num-envs", type=int, default=16)
     parser.add_argument("--eval-envs", type=int, default=16)
+    parser.add_argument(
+        "--clean-eval-envs", type=int, default=64, help="rows of the clean tracking evaluation (0: none)"
+    )
     parser.add_argument("--minutes", type=float, default=30.0, help="training time budget")
     parser.add_argument("--env-steps", type=int, default=10**9, help="training env-step budget (whichever first)")
     parser.add_argument("--log-every", type=int, default=50)
@@ -321,8 +442,15 @@ def main(argv: list[str] | None = None) -> dict:
         help="keep the run folder here (config and the trained checkpoint: unilab-play, resume); a new path",
     )
     parser.add_argument("overrides", nargs="*", help="extra unilab-train overrides (after --)")
+    parser.add_argument("--replot", action="store_true", help="only redraw --plot from the existing --out report")
     args = parser.parse_args(argv)
     args.argv = argv
+    if args.replot:
+        if args.plot is None:
+            raise SystemExit("--replot needs --plot")
+        report = json.loads(args.out.read_text())
+        plot(report, args.plot)
+        return report
     for option in ("num_envs", "eval_envs", "log_every", "env_steps"):
         if getattr(args, option) < 1:
             raise SystemExit(f"--{option.replace('_', '-')} must be >= 1")

@@ -76,15 +76,23 @@ def test_g1_sac_export_matches_torch_and_the_model(tmp_path) -> None:
     np.testing.assert_allclose(meta["stiffness"], model.actuator_gainprm[:, 0], rtol=1e-6)  # kp
     np.testing.assert_allclose(meta["damping"], -model.actuator_biasprm[:, 2], rtol=1e-6)  # kv
     np.testing.assert_allclose(meta["effort_limit"], model.actuator_forcerange[:, 1])
-    # bounds: joint_limits: +1 / -1 reach the soft (90 %) limits, 0 the default pose (the offset)
-    joints = model.actuator_trnid[:, 0]
-    lo, hi = model.jnt_range[joints, 0], model.jnt_range[joints, 1]
-    soft_lo, soft_hi = (lo + hi) / 2 - 0.45 * (hi - lo), (lo + hi) / 2 + 0.45 * (hi - lo)
-    default = np.asarray(meta["default_joint_pos"])
-    np.testing.assert_allclose(meta["action_scale"], soft_hi - default, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(meta["action_scale_negative"], default - soft_lo, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(meta["action_offset"], default)
-    assert meta["action_low"] == [-1.0] * 29 and meta["action_high"] == [1.0] * 29
+    # Residual actions about the reference: scale 0.25 * effort / kp, offset read from the
+    # observation's reference joint positions; the metadata alone rebuilds the env's targets.
+    np.testing.assert_allclose(
+        meta["action_scale"], 0.25 * model.actuator_forcerange[:, 1] / model.actuator_gainprm[:, 0], rtol=1e-6
+    )
+    assert meta["action_scale_negative"] == meta["action_scale"]
+    columns = meta["action_offset_observation_columns"]
+    command = env.command_manager.get("motion")
+    action = agent.act(obs["policy"])
+    policy_obs = obs["policy"].clone().numpy()  # the env's buffer is rewritten by the step
+    np.testing.assert_allclose(policy_obs[:, columns], command.joint_pos.numpy(), atol=1e-6)  # robot = action order
+    env.step(action)
+    clipped = np.clip(action.numpy(), meta["action_low"], meta["action_high"])
+    target = policy_obs[:, columns] + np.asarray(meta["action_scale"]) * clipped
+    bounds = np.asarray(meta["action_bounds"], dtype=np.float64)
+    target = np.clip(target, bounds[:, 0], bounds[:, 1])
+    np.testing.assert_allclose(env.sim.state.ctrl.numpy(), target, atol=1e-5)
     assert meta["control_dt"] == pytest.approx(0.02) and meta["decimation"] * meta["physics_dt"] == pytest.approx(0.02)
     assert meta["task"] == "g1_tracking" and meta["motion"].startswith("synthetic")
     terms = meta["observation_terms"]
@@ -93,10 +101,25 @@ def test_g1_sac_export_matches_torch_and_the_model(tmp_path) -> None:
     assert [t["name"] for t in terms] == env.observation_manager.groups["policy"].term_names
 
 
+def test_residual_actions_need_the_raw_reference_in_the_policy_observation() -> None:
+    env = make_env(
+        "g1_tracking",
+        num_envs=2,
+        device="cpu",
+        compile=False,
+        overrides=["+observations.policy.terms.command.scale=2.0"],
+    )
+    with pytest.raises(ValueError, match="actions are residuals about command 'motion'.*no raw"):
+        deployment_metadata(env, "g1_tracking", "sac", [])
+
+
 def test_cli_export_and_play_onnx(run_dir, tmp_path, capsys) -> None:
     out = tmp_path / "pendulum.onnx"
     assert export_main([str(run_dir), "--out", str(out)]) == 0
-    assert export_main([str(run_dir)]) == 0 and (run_dir / "policy.onnx").is_file()
+    before = (run_dir / "policy.onnx").read_bytes()  # written at the end of training
+    assert export_main([str(run_dir)]) == 2 and (run_dir / "policy.onnx").read_bytes() == before
+    assert "policy.onnx exists; pass --force to replace it" in capsys.readouterr().err
+    assert export_main([str(run_dir), "--force"]) == 0 and (run_dir / "policy.onnx").is_file()
     checkpoint = load_checkpoint(run_dir)
     agent = agent_from_checkpoint(checkpoint, "cpu")
     obs = torch.randn(32, 3) * 3.0

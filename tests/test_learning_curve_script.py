@@ -13,7 +13,6 @@ import torch
 
 from unilab_gpu.rl.checkpoint import load_checkpoint
 from unilab_gpu.rl.trainer import agent_from_checkpoint
-from unilab_gpu.tasks.tracking.motion_command import MotionCommand
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "learning_curve.py"
 
@@ -27,14 +26,12 @@ def _script():
 
 def test_errors_are_averaged_by_steps_since_the_episodes_start() -> None:
     lc = _script()
-    # 3 rows, 1 tracked body: errors 0.1, 0.2, 0.4 (reference at x = 0, robot at x = error).
-    command = SimpleNamespace(body_pos_w=torch.zeros(3, 1, 3), robot_body_pos_w=torch.zeros(3, 1, 3))
-    command.row_errors = lambda: MotionCommand.row_errors(command)  # the real per-row error on these poses
+    # 3 rows: the motion command's per-row body-position errors of each step.
+    command = SimpleNamespace(row_errors=lambda: {"body_pos_error": command.error})
     env = SimpleNamespace(command_manager=SimpleNamespace(get=lambda name: command))
     errors = lc.ErrorsSinceStart(env, horizon=3)
     for ages, xs in (([1, 1, 0], [0.1, 0.2, 9.0]), ([2, 2, 1], [0.3, 0.5, 0.4]), ([3, 9, 2], [0.6, 9.0, 0.2])):
-        env.episode_length = torch.tensor(ages)
-        command.robot_body_pos_w[:, 0, 0] = torch.tensor(xs)
+        env.episode_length, command.error = torch.tensor(ages), torch.tensor(xs)
         errors(0)
     # age 0 (reset within the step) and ages past the horizon are left out
     by_age = errors.by_age()
@@ -42,6 +39,52 @@ def test_errors_are_averaged_by_steps_since_the_episodes_start() -> None:
     assert all(abs(a - b) < 1e-6 for a, b in zip(by_age, expected, strict=True)), by_age
     assert abs(lc.mean_over_first([0.2, None, 0.4, 1.0], 3) - 0.3) < 1e-12
     assert lc.mean_over_first([None, None], 2) is None
+
+
+def test_within_thresholds_counts_rows_by_their_first_failure() -> None:
+    lc = _script()
+    # First failure ages of six rows (0: never): at age 10 rows 0, 30, 31, 50 are still within.
+    first = torch.tensor([0, 5, 10, 30, 31, 50])
+    assert lc.within_thresholds(first, 10) == 4 / 6
+    assert lc.within_thresholds(first, 30) == 3 / 6
+    assert lc.within_thresholds(first, 50) == 1 / 6
+
+
+def test_clean_starts_are_one_seeded_draw_per_stratum_of_the_clip() -> None:
+    lc = _script()
+    frames = lc.clean_start_frames(325, 16, seed=1)
+    span = 325 - 1 - lc.CLEAN_HORIZON  # a start leaves 50 more frames inside the clip
+    assert frames.dtype == torch.int64 and frames.shape == (16,)
+    for i, frame in enumerate(frames.tolist()):
+        assert i * span / 16 <= frame + 1e-9 and frame < (i + 1) * span / 16
+    assert frames.tolist() == lc.clean_start_frames(325, 16, seed=1).tolist()  # shared by both policies
+    assert frames.tolist() != lc.clean_start_frames(325, 16, seed=2).tolist()
+    with pytest.raises(SystemExit, match="fewer than 52"):
+        lc.clean_start_frames(51, 4, seed=0)
+
+
+def test_clean_evaluation_of_a_tiny_run() -> None:
+    """Keys and ages as the report promises, failures evaluated on the side with terminations off,
+    and the zero action at the clip's own joints (residual actions) at age 10 better than at 50."""
+    lc = _script()
+    from unilab_gpu.rl.sac import SacAgent, SacConfig
+
+    agent = SacAgent(SacConfig(actor_hidden_dims=(16,), critic_hidden_dims=(8,), compile=False), 160, 286, 29)
+    overrides = ["commands.motion.params.synthetic_seconds=3.0"]
+    reports = [lc.clean_evaluation("g1_tracking", overrides, agent, 4, "cpu", 3, trained) for trained in (False, True)]
+    for report in reports:
+        assert report["failure_terms"] == ["anchor_height", "anchor_orientation", "end_effector_height"]
+        assert report["clip_frames"] == 151  # 3 s at 50 Hz, both ends
+        assert report["start_frames"] == lc.clean_start_frames(151, 4, seed=3).tolist()
+        for key in ("anchored_body_pos_error_by_age_m", "world_body_pos_error_by_age_m", "joint_pos_error_by_age_rad"):
+            assert list(report[key]) == ["10", "30", "50"] and all(v >= 0 for v in report[key].values())
+        within = report["within_thresholds_by_age"]
+        assert 1.0 >= within["10"] >= within["30"] >= within["50"] >= 0.0
+        every_age = report["anchored_body_pos_error_every_age_m"]
+        assert len(every_age) == 50 and every_age[9] == report["anchored_body_pos_error_by_age_m"]["10"]
+        assert report["action_std"] > 0
+    untrained = reports[0]["anchored_body_pos_error_by_age_m"]
+    assert untrained["10"] < untrained["50"]  # the zero action falls in time
 
 
 def test_velocity_task_reports_its_velocity_errors_by_episode_age() -> None:

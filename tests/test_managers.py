@@ -192,13 +192,16 @@ def test_missing_and_unexpected_term_params_name_the_yaml_key() -> None:
 
 
 def test_joint_limit_bounds_reach_the_soft_limits_and_zero_is_the_default_pose():
-    """g1_tracking's tanh-bounded actions: +-1 reach every joint's soft (90 %) limit, 0 the default
-    pose, and the remembered action (the last-action observation) stays in [-1, 1]."""
+    """``bounds: joint_limits`` (the tracking task's earlier default): +-1 reach every joint's soft
+    (90 %) limit, 0 the default pose, and the remembered action (the last-action observation)
+    stays in [-1, 1]."""
     import mujoco
 
     from unilab_gpu.paths import robot_asset
 
-    env = make_env("g1_tracking", num_envs=3, compile=False, announce=False, overrides=["events.push=null"])
+    overrides = ["events.push=null", "actions.reference_command=null", "actions.effort_scale=null"]
+    overrides.append("actions.bounds=joint_limits")
+    env = make_env("g1_tracking", num_envs=3, compile=False, announce=False, overrides=overrides)
     model = mujoco.MjModel.from_xml_path(str(robot_asset("g1")))
     joints = model.actuator_trnid[:, 0]
     lo, hi = model.jnt_range[joints, 0], model.jnt_range[joints, 1]
@@ -217,6 +220,30 @@ def test_joint_limit_bounds_reach_the_soft_limits_and_zero_is_the_default_pose()
     env.action_manager.process(actions)
     last = env.action_manager.last_action
     assert last.min() == -1.0 and last.max() == 1.0
+
+
+def test_residual_actions_offset_the_reference_by_a_quarter_effort_over_kp():
+    """g1_tracking's default: target = the reference joint positions the rows observe
+    + 0.25 * forcerange / kp * action (MuJoCo C's fields), clipped to the joint range; an action
+    can move a target over the whole range and no further."""
+    import mujoco
+
+    from unilab_gpu.paths import robot_asset
+
+    env = make_env("g1_tracking", num_envs=3, compile=False, announce=False, overrides=["events.push=null"])
+    env.reset()
+    model = mujoco.MjModel.from_xml_path(str(robot_asset("g1")))
+    joints = model.actuator_trnid[:, 0]
+    lo, hi = model.jnt_range[joints, 0], model.jnt_range[joints, 1]
+    scale = 0.25 * model.actuator_forcerange[:, 1] / model.actuator_gainprm[:, 0]
+    reference = env.command_manager.get("motion").joint_pos.numpy().copy()  # robot joint order = actuator order
+    assert np.ptp(reference, axis=0).max() > 0.05  # the rows observe different frames
+    actions = torch.linspace(-1.0, 1.0, 3 * 29).view(3, 29)
+    env.action_manager.process(actions)
+    expected = np.clip(reference + scale * actions.numpy(), lo, hi)
+    np.testing.assert_allclose(env.sim.state.ctrl.numpy(), expected, atol=1e-5)
+    np.testing.assert_allclose(env.action_manager.action_high.numpy(), (hi - lo) / scale, rtol=1e-5)
+    np.testing.assert_allclose(env.action_manager.action_low.numpy(), -(hi - lo) / scale, rtol=1e-5)
 
 
 def test_bounds_are_checked_by_name():

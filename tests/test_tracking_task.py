@@ -62,6 +62,9 @@ def env():
     rng = np.random.default_rng(0)
     for _ in range(3):
         env.step(torch.from_numpy(rng.uniform(-1, 1, (6, 29)).astype(np.float32)))
+    # The step ended by advancing the reference to the frame it observes next; score that frame,
+    # so the relative targets and the reference fields below describe one and the same frame.
+    env.command_manager.get("motion").update(env)
     return env
 
 
@@ -97,11 +100,8 @@ def test_relative_targets_and_rewards_against_numpy(env) -> None:
     shift = np.concatenate([x["pos"][:, a, None, :2], x["ref_pos"][:, a, None, 2:]], -1)
     rel_pos = shift + q_rot(np.broadcast_to(heading, x["ref_quat"].shape), x["ref_pos"] - x["ref_pos"][:, a, None])
     rel_quat = q_mul(np.broadcast_to(heading, x["ref_quat"].shape), x["ref_quat"])
-    # Relative targets are computed after physics; rows reset since then keep the old ones.
-    kept = env.episode_length.numpy() > 0
-    assert kept.sum() >= 3
-    np.testing.assert_allclose(cmd.body_pos_relative_w.numpy()[kept], rel_pos[kept], atol=1e-5)
-    dots = np.abs((cmd.body_quat_relative_w.numpy() * rel_quat).sum(-1))[kept]
+    np.testing.assert_allclose(cmd.body_pos_relative_w.numpy(), rel_pos, atol=1e-5)
+    dots = np.abs((cmd.body_quat_relative_w.numpy() * rel_quat).sum(-1))
     np.testing.assert_allclose(dots, 1.0, atol=1e-5)
 
     expected = {
@@ -122,7 +122,7 @@ def test_relative_targets_and_rewards_against_numpy(env) -> None:
     }
     for name, value in expected.items():
         got = getattr(R, name)(env, std=stds[name]).double().numpy()
-        np.testing.assert_allclose(got[kept], value[kept], rtol=1e-4, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(got, value, rtol=1e-4, atol=1e-6, err_msg=name)
         assert np.ptp(value) > 0  # the random states really differ
 
 
@@ -187,8 +187,8 @@ def test_teleported_robot_earns_near_max_reward_and_never_fails() -> None:
     def teleport(phase: str) -> None:
         if phase != "physics":
             return
-        # Put the robot exactly where the reference will be when rewards are evaluated (frame + 1).
-        ref = lib.gather(cmd.clip, cmd.frame + 1)
+        # Put the robot exactly on the frame it observed, the one the rewards then score.
+        ref = lib.gather(cmd.clip, cmd.frame)
         qpos = torch.zeros(4, env.sim.mj_model.nq)
         qvel = torch.zeros(4, env.sim.mj_model.nv)
         qpos[:, :3], qpos[:, 3:7], qpos[:, qpos_cols] = ref.root_pos, ref.root_quat, ref.joint_pos
@@ -206,6 +206,59 @@ def test_teleported_robot_earns_near_max_reward_and_never_fails() -> None:
         ended = env.termination_manager.truncated
         reward = env.reward_manager.reward[~ended]
         assert torch.all(reward > 0.97 * positive), reward / positive
+
+
+def test_the_step_scores_the_frame_the_policy_observed() -> None:
+    """The policy observes frame f (its ``command`` observation, the residual actions' offset);
+    that step's errors, rewards and terminations score f; its next observation shows f + 1."""
+    overrides = QUIET + NO_NOISE + ["randomize_initial_episode_length=false"]
+    env = make_env("g1_tracking", num_envs=3, compile=False, overrides=overrides)
+    cmd, lib, j = env.command_manager.get("motion"), env.command_manager.get("motion").library, env.robot.num_joints
+    cmd.fix_starts(torch.zeros(3, dtype=torch.int64), torch.tensor([10, 60, 120]))  # clear of the clip's end
+    obs = env.reset()
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        observed = cmd.frame.clone()
+        table = lib.joint_pos.double().numpy()
+        np.testing.assert_allclose(obs["policy"][:, :j].numpy(), table[lib.clip_start[cmd.clip] + observed], atol=1e-6)
+        env.step(torch.from_numpy(rng.uniform(-0.2, 0.2, (3, 29)).astype(np.float32)))
+        assert (env.episode_length > 0).all()  # no row was reset: one episode throughout
+        q = env.robot.joint_pos.double().numpy()
+        rows = (lib.clip_start[cmd.clip] + observed).numpy()
+        scored = np.abs(table[rows] - q).mean(axis=1)
+        np.testing.assert_allclose(cmd.row_errors()["joint_pos_error"].numpy(), scored, rtol=1e-5)
+        next_frame = np.abs(table[rows + 1] - q).mean(axis=1)
+        assert not np.allclose(scored, next_frame, rtol=1e-3)  # the check tells the two frames apart
+        anchor = lib.body_pos_w.double().numpy()[rows, cmd.anchor_index]
+        anchor_error = np.linalg.norm(anchor - cmd.robot_anchor_pos_w.double().numpy(), axis=1)
+        np.testing.assert_allclose(cmd.row_errors()["anchor_pos_error"].numpy(), anchor_error, rtol=1e-5)
+        assert cmd.frame.tolist() == (observed + 1).tolist()
+
+
+def test_fixed_starts_start_every_row_at_its_frame() -> None:
+    env = make_env("g1_tracking", num_envs=3, compile=False, overrides=QUIET + NO_NOISE)
+    cmd = env.command_manager.get("motion")
+    frames = torch.tensor([0, 17, 150])
+    cmd.fix_starts(torch.zeros(3, dtype=torch.int64), frames)
+    env.reset()
+    assert cmd.frame.tolist() == frames.tolist()
+    ref = cmd.library.gather(cmd.clip, cmd.frame)
+    np.testing.assert_allclose(env.robot.joint_pos.numpy(), ref.joint_pos.numpy(), atol=1e-5)
+    length = int(cmd.library.clip_length[0])
+    with pytest.raises(ValueError, match="every frame must lie inside its clip"):
+        cmd.fix_starts(torch.zeros(3, dtype=torch.int64), torch.tensor([0, 1, length]))
+    with pytest.raises(ValueError, match=r"shape \(3,\)"):
+        cmd.fix_starts(torch.zeros(2, dtype=torch.int64), torch.tensor([0, 1]))
+
+
+def test_residual_actions_need_a_command_with_reference_joints() -> None:
+    with pytest.raises(KeyError, match="actions.reference_command: no command term 'dance'"):
+        make_env("g1_tracking", num_envs=1, compile=False, overrides=QUIET + ["actions.reference_command=dance"])
+    with pytest.raises(ValueError, match="reference_command applies to kind 'joint_position' without bounds"):
+        make_env("g1_tracking", num_envs=1, compile=False, overrides=QUIET + ["actions.bounds=joint_limits"])
+    no_reference = ["actions.reference_command=twist"]
+    with pytest.raises(ValueError, match="has no reference joint positions"):
+        make_env("g1_velocity", num_envs=1, compile=False, overrides=no_reference)
 
 
 def test_adaptive_sampler_learns_from_failures() -> None:

@@ -63,8 +63,8 @@ class ManagerBasedRlEnv:
     and observation managers built from an ``EnvCfg``.
 
     One ``step`` runs, in order: actions -> ``decimation`` physics substeps -> kinematics refresh
-    -> evaluate (episode clock, commands, terminations, rewards, stats, final observations, reset
-    row compaction) -> reset of the compacted rows (staging state, commands, reset events, row
+    -> evaluate (episode clock, command updates, terminations, rewards, stats, reset row compaction,
+    command advance, final observations) -> reset of the compacted rows (staging state, commands, reset events, row
     writes, row-restricted refresh, per-row manager resets) -> observations. Nothing in it reads a
     value back to the host or changes a shape, so on CUDA the whole step is captured once as a
     CUDA graph and replayed; on CPU the same code runs directly.
@@ -145,10 +145,11 @@ class ManagerBasedRlEnv:
         command terms and the reset events, in that order (``_stage_resets_eager``)."""
 
         self.stats = EpisodeStats(self.device)
-        # Terms may read the managers built before theirs (``EnvView``): commands first, the
-        # reward manager before the events (a curriculum event rescales its weights).
-        self.action_manager = ActionManager(cfg.actions, self)
+        # Terms may read the managers built before theirs (``EnvView``): commands first (actions
+        # may be residuals about a command's reference), the reward manager before the events
+        # (a curriculum event rescales its weights).
         self.command_manager = CommandManager(cfg.commands, self)
+        self.action_manager = ActionManager(cfg.actions, self)
         self.termination_manager = TerminationManager(cfg.terminations, self)
         self.reward_manager = RewardManager(cfg.rewards, self)
         self.event_manager = EventManager(cfg.events, self)
@@ -406,6 +407,7 @@ class ManagerBasedRlEnv:
         )
         self._compactor.compact(ended)
         self.stats.count_deferred(self._compactor.pending)
+        self.command_manager.advance(self)  # the next observation shows what the next step scores
 
     def _observe_final_eager(self) -> None:
         self.observation_manager.compute_final(self)

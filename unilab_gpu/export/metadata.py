@@ -8,6 +8,11 @@ action_dim)``); the robot turns them into targets as the env does (``ActionManag
     target = action_offset + scale * a             # joint_position: offsets are default_joint_pos
     target = min(max(target, action_bounds[:, 0]), action_bounds[:, 1])
 
+When ``action_offset_observation_columns`` is set (actions are residuals about a motion
+reference, ``actions.reference_command``), the offset is read from the observation instead:
+``action_offset = obs[action_offset_observation_columns]``, the reference joint positions the
+policy observes (raw, before any normalisation), one column per action.
+
 and, for ``joint_position`` actions, a PD law ``tau = stiffness * (target - q) - damping * qd``
 (MuJoCo position actuators with ``kp``/``kv``), clipped to ``effort_limit``; ``null`` in a bound
 or a limit means unbounded. The observation layout lists each term of the group with its column
@@ -23,8 +28,12 @@ import mujoco
 
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 
-METADATA_VERSION = 1
-"""Stored as ``metadata_version``; bumped when a key changes meaning."""
+METADATA_VERSION = 2
+"""Stored as ``metadata_version``; bumped when a key changes meaning (2: the action offset may
+come from the observation, ``action_offset_observation_columns``)."""
+
+REFERENCE_OBSERVATION = "unilab_gpu.tasks.tracking.observations.motion_command"
+"""The observation term whose first ``J`` columns are a motion command's reference joint positions."""
 
 
 def deployment_metadata(
@@ -73,6 +82,7 @@ def deployment_metadata(
         "action_scale": actions.scale.tolist(),
         "action_scale_negative": actions.scale_negative.tolist(),
         "action_offset": actions.offset.tolist(),
+        "action_offset_observation_columns": _reference_columns(env, obs_group, terms),
         "action_low": actions.action_low.tolist(),
         "action_high": actions.action_high.tolist(),
         "action_bounds": [[_finite(lo), _finite(hi)] for lo, hi in actions.limits.tolist()],
@@ -83,6 +93,29 @@ def deployment_metadata(
         "physics_dt": env.physics_dt,
         "decimation": env.cfg.decimation,
     }
+
+
+def _reference_columns(env: ManagerBasedRlEnv, group, terms: list[dict[str, Any]]) -> list[int] | None:
+    """Observation columns of the reference joint positions that residual actions are offsets
+    from, in action order; ``None`` for actions about a fixed offset.
+
+    Raises:
+      ValueError: the actions follow a reference that the observation group does not carry raw
+        (unscaled, unclipped, noise-free, without history): a robot could not rebuild the targets.
+    """
+    actions = env.action_manager
+    if actions.reference_cols is None:
+        return None
+    command = env.cfg.actions.reference_command
+    for term, cfg, layout in zip(terms, group.cfgs, group.layouts, strict=True):
+        same_command = cfg.params.get("command_name", "motion") == command
+        raw = cfg.scale == 1.0 and cfg.clip is None and cfg.noise is None and layout.history == 1
+        if cfg.func == REFERENCE_OBSERVATION and same_command and raw:
+            return [term["start"] + int(c) for c in actions.reference_cols.tolist()]
+    raise ValueError(
+        f"export: actions are residuals about command '{command}', but observation group '{group.name}' has no raw "
+        f"{REFERENCE_OBSERVATION} term of it (no scale, clip, noise or history) to read the reference from"
+    )
 
 
 def _finite(value: float) -> float | None:

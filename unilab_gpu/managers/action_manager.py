@@ -21,7 +21,10 @@ class ActionManager:
     """Maps ``(num_envs, action_dim)`` actions to ``ctrl``.
 
     ``joint_position``: ``ctrl = default_joint_pos + scale * clip(action)``, then clipped to the
-    joint limits (for position actuators, whose ctrl is a joint target). ``actuator_ctrl``:
+    joint limits (for position actuators, whose ctrl is a joint target); with
+    ``reference_command`` the offset is that command's reference joint positions instead, row by
+    row and step by step (``ctrl = reference + scale * action``: the zero action follows the
+    reference pose the policy observes). ``actuator_ctrl``:
     ``ctrl = scale * clip(action)``, clipped to the actuators' ctrlrange. With ``bounds:
     joint_limits`` the joint-position scale is piecewise: ``ctrl = default + scale * a`` for
     ``a >= 0`` and ``default + scale_negative * a`` below, so -1 / 0 / +1 reach the soft lower
@@ -62,6 +65,7 @@ class ActionManager:
                 joint_cols.append(env.robot.joint_columns([joint_name])[0])
             cols = torch.tensor(joint_cols, dtype=torch.int64, device=device)
             self.offset = env.robot.default_joint_pos[cols].clone()
+            """The targets' offset: ``(action_dim,)``, or ``(num_envs, action_dim)`` with a reference."""
             self.limits = env.robot.joint_limits[cols].clone()
         else:
             cols = None
@@ -74,6 +78,10 @@ class ActionManager:
         """Scale of negative actions, ``(action_dim,)``: ``scale`` except with ``bounds``."""
         if cfg.bounds is not None:
             self._span_soft_joint_limits(cfg, env.robot.soft_joint_limits(cfg.soft_limit_ratio), cols, names)
+        self.reference_cols = None
+        """With ``reference_command``: the reference's joint columns of the actuated joints, ``(action_dim,)``."""
+        if cfg.reference_command is not None:
+            self._follow_reference(cfg, env, cols)
         self.action_low, self.action_high = self._action_bounds(cfg.clip, names)
         """``(action_dim,)`` finite bounds applied to the sanitized action."""
         self._ctrl = sim.state.ctrl
@@ -109,10 +117,29 @@ class ActionManager:
             )
         self.limits = torch.stack([low, high], dim=1)
 
+    def _follow_reference(self, cfg: ActionCfg, env: EnvView, cols: torch.Tensor | None) -> None:
+        if cfg.kind != "joint_position" or cfg.bounds is not None:
+            raise ValueError("actions.reference_command applies to kind 'joint_position' without bounds only")
+        try:
+            command = env.command_manager.get(cfg.reference_command)
+        except KeyError as error:
+            raise KeyError(f"actions.reference_command: {error.args[0]}") from None
+        reference = getattr(command, "joint_pos", None)
+        if not isinstance(reference, torch.Tensor) or reference.shape != (env.num_envs, env.robot.num_joints):
+            raise ValueError(
+                f"actions.reference_command: command '{cfg.reference_command}' has no reference joint positions "
+                f"joint_pos of shape ({env.num_envs}, {env.robot.num_joints})"
+            )
+        self.reference_cols = cols
+        self._reference = reference  # a persistent view: the command rewrites it in place
+
     def _action_bounds(self, clip: list[float] | None, names: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         # target = offset + scale * action (scale_negative below 0) stays within limits for
-        # action in [low, high].
+        # action in [low, high]. About a moving reference, the widest room: a whole joint range.
         room = self.limits - self.offset[:, None]
+        if self.reference_cols is not None:
+            span = self.limits[:, 1] - self.limits[:, 0]
+            room = torch.stack([-span, span], dim=1)
         high = (room / self.scale[:, None]).max(dim=1).values.clamp(min=0.0)
         low = (room / self.scale_negative[:, None]).min(dim=1).values.clamp(max=0.0)
         if clip is not None:
@@ -136,7 +163,8 @@ class ActionManager:
         action = clamp_to(action, self.action_low, self.action_high)
         self.prev_action.copy_(self.last_action)
         self.last_action.copy_(action)
-        target = self.offset + torch.where(action >= 0, self.scale, self.scale_negative) * action
+        offset = self.offset if self.reference_cols is None else self._reference[:, self.reference_cols]
+        target = offset + torch.where(action >= 0, self.scale, self.scale_negative) * action
         target = clamp_to(target, self.limits[:, 0], self.limits[:, 1])
         self._ctrl.index_copy_(1, self.ctrl_cols, target)
 

@@ -13,10 +13,14 @@ if TYPE_CHECKING:
 
 
 class CommandManager:
-    """Command terms are classes with ``update(env)`` (every step, after physics) and
-    ``reset(staging)`` (the rows being reset, a ``ResetStaging``: start their commands at
-    ``staging.env_ids``; a command that decides the robot's start, like a motion reference,
-    overwrites ``staging.qpos`` / ``qvel``, which the reset events then edit)."""
+    """Command terms are classes with ``update(env)`` (every step, after physics, before the
+    terminations and rewards that read the command) and ``reset(staging)`` (the rows being reset,
+    a ``ResetStaging``: start their commands at ``staging.env_ids``; a command that decides the
+    robot's start, like a motion reference, overwrites ``staging.qpos`` / ``qvel``, which the
+    reset events then edit). A term may also have ``advance(env)``, called after the step's
+    rewards and terminations and before its observations: a command that moves on every step
+    (a motion reference's frame) moves there, so that the policy observes the command the next
+    step's rewards score."""
 
     def __init__(self, cfg: dict[str, CommandTermCfg | None], env: EnvView) -> None:
         self.terms: dict[str, Term] = {}
@@ -28,6 +32,9 @@ class CommandManager:
                 if not callable(getattr(term.instance, method, None)):
                     raise TypeError(f"commands.{name}.func: a command term must be a class with {method}()")
             self.terms[name] = term
+        self._advancing = [
+            t.instance.advance for t in self.terms.values() if callable(getattr(t.instance, "advance", None))
+        ]
 
     def get(self, name: str) -> Any:
         """The command term object ``name`` (terms read its ``command`` and other state)."""
@@ -38,6 +45,10 @@ class CommandManager:
     def update(self, env: EnvView) -> None:
         for term in self.terms.values():
             term.instance.update(env)
+
+    def advance(self, env: EnvView) -> None:
+        for advance in self._advancing:
+            advance(env)
 
     def reset(self, staging: ResetStaging) -> None:
         """Step 2 of ``managers.reset_staging``: every command term, in configured order."""

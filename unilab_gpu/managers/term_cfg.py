@@ -108,3 +108,8 @@ class ActionCfg:
     reach every pose a motion needs; replaces ``scale``/``effort_scale``."""
     soft_limit_ratio: float = 0.9
     """With ``bounds: joint_limits``, the share of each joint range the actions span."""
+    reference_command: str | None = None
+    """``joint_position`` only: the name of a command term with reference joint positions
+    ``joint_pos (num_envs, J)`` (a motion command); targets are then ``reference + scale * action``
+    (residuals about the reference pose the policy observes) instead of offsets from the default
+    pose. Not with ``bounds``."""

@@ -195,6 +195,11 @@ class FlashSacAgent(OffPolicyAgent):
         return torch.tanh(mean if noise is None else mean + log_std.exp() * noise)
 
     @torch.no_grad()
+    def action_std(self, policy_obs: torch.Tensor) -> torch.Tensor:
+        """The policy's standard deviation before the tanh, ``(batch, act_dim)``: its exploration."""
+        return self.actor(policy_obs, batch_stats=False)[1].exp()
+
+    @torch.no_grad()
     def act(self, policy_obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Actions ``(num_envs, act_dim)`` in ``[-1, 1]``.
 

@@ -112,6 +112,11 @@ class SacAgent(OffPolicyAgent):
         return self.actor.mode(obs) if deterministic else self.actor.sample(obs)[0]
 
     @torch.no_grad()
+    def action_std(self, policy_obs: torch.Tensor) -> torch.Tensor:
+        """The policy's standard deviation before the tanh, ``(batch, act_dim)``: its exploration."""
+        return self.actor(self.policy_norm(policy_obs))[1].exp()
+
+    @torch.no_grad()
     def act(self, policy_obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Actions ``(num_envs, act_dim)`` in ``[-1, 1]`` for ``policy_obs`` ``(num_envs, dim)``."""
         self._check_policy_obs(policy_obs)

@@ -36,11 +36,17 @@ SAMPLERS = {"adaptive": AdaptiveStartSampler, "uniform": UniformStartSampler, "s
 CLIP_END_MODES = ("time_out", "wrap")
 
 
-TRACKING_METRICS = ("body_pos_error_m", "body_pos_error_anchored_m", "body_ori_error_rad", "joint_pos_error_rad")
-"""Per-step tracking errors in ``stats.summary()`` as ``tracking/<name>``, means over rows, tracked
-bodies (joints) and steps: body positions in the world and against the targets re-anchored to the
-robot's anchor (what the rewards use), body orientation against the re-anchored targets, joint
-positions. The fraction of episodes that reach the clip's end is ``termination/motion_clip_end``."""
+TRACKING_METRICS = {
+    "body_pos_error": "tracking/body_pos_error_m",
+    "body_pos_error_anchored": "tracking/body_pos_error_anchored_m",
+    "body_ori_error": "tracking/body_ori_error_rad",
+    "joint_pos_error": "tracking/joint_pos_error_rad",
+}
+""":meth:`MotionCommand.row_errors` key -> its per-step mean in ``stats.summary()`` (means over
+rows, tracked bodies or joints, and steps): body positions in the world and against the targets
+re-anchored to the robot's anchor (what the rewards use), body orientation against the
+re-anchored targets, joint positions. The fraction of episodes that reach the clip's end is
+``termination/motion_clip_end``."""
 
 
 class MotionCommand:
@@ -158,10 +164,12 @@ class MotionCommand:
         self.body_quat_relative_w = torch.zeros(n, b, 4, device=device)
         self._robot = env.robot
         self._sim_state = env.sim.state
+        self._fixed_starts: tuple[torch.Tensor, torch.Tensor] | None = None  # see fix_starts()
         if isinstance(self.sampler, AdaptiveStartSampler):
             env.stats.register("motion/sampling_entropy", self.sampler.entropy)
             env.stats.register("motion/sampling_top_bin", self.sampler.top_bin)
-        self._metrics = {name: env.stats.add_step_mean(f"tracking/{name}") for name in TRACKING_METRICS}
+        self._metrics = {name: env.stats.add_step_mean(key) for name, key in TRACKING_METRICS.items()}
+        self._row_errors = {name: torch.zeros(n, device=device) for name in (*TRACKING_METRICS, "anchor_pos_error")}
 
     # ------------------------------------------------------------------------------------------
     # Views of the robot and the reference that terms read.
@@ -214,29 +222,43 @@ class MotionCommand:
     # Hot path.
 
     def update(self, env: EnvView) -> None:
-        """Advance every row one frame and recompute the reference and relative targets."""
-        self.frame.add_(1)
+        """Score the frame the policy observed: the relative targets against the robot after
+        physics, whether that frame is its clip's last, and this step's per-row errors."""
+        self.at_end.copy_(self.frame >= self.library.clip_length[self.clip] - 1)
+        self._relative_targets()
+        self._score_rows()
+
+    def advance(self, env: EnvView) -> None:
+        """Move every row on to the next frame (after the step's rewards and terminations, before
+        its observations), so the policy observes the frame the next step scores.
+
+        A row at its clip's last frame either ends (``time_out``: its reset places it anew; its
+        final observation shows the last frame again) or, with ``wrap``, jumps to a new start.
+        """
         last = self.library.clip_length[self.clip] - 1
-        self.at_end.copy_(self.frame >= last)
         if self.wrap:
             u = torch.rand(2, self.num_envs, device=self.device)
             clip, frame = self.sampler.place(u[0], u[1])
             self.clip.copy_(torch.where(self.at_end, clip, self.clip))
-            self.frame.copy_(torch.where(self.at_end, frame, self.frame))
+            self.frame.copy_(torch.where(self.at_end, frame, torch.minimum(self.frame + 1, last)))
+        else:
+            self.frame.copy_(torch.minimum(self.frame + 1, last))
         self._load_reference(self.clip, self.frame, None)
-        self._relative_targets()
-        self._add_tracking_metrics()
 
-    def _add_tracking_metrics(self) -> None:
-        """This step's errors, means over rows (and tracked bodies), into the stats' step sums."""
+    def _score_rows(self) -> None:
+        """This step's per-row errors (:meth:`row_errors`) and their means into the stats' step sums."""
         robot_pos = self.robot_body_pos_w
-        metrics = self._metrics
-        metrics["body_pos_error_m"].add_(self.row_errors()["body_pos_error"].mean())
-        relative = torch.linalg.vector_norm(self.body_pos_relative_w - robot_pos, dim=-1).mean()
-        metrics["body_pos_error_anchored_m"].add_(relative)
-        orientation = quat_error_magnitude(self.body_quat_relative_w, self.robot_body_quat_w).mean()
-        metrics["body_ori_error_rad"].add_(orientation)
-        metrics["joint_pos_error_rad"].add_((self.joint_pos - self._robot.joint_pos).abs().mean())
+        errors = self._row_errors
+        errors["body_pos_error"].copy_(torch.linalg.vector_norm(self.body_pos_w - robot_pos, dim=-1).mean(dim=-1))
+        errors["body_pos_error_anchored"].copy_(
+            torch.linalg.vector_norm(self.body_pos_relative_w - robot_pos, dim=-1).mean(dim=-1)
+        )
+        orientation = quat_error_magnitude(self.body_quat_relative_w, self.robot_body_quat_w)
+        errors["body_ori_error"].copy_(orientation.mean(dim=-1))
+        errors["joint_pos_error"].copy_((self.joint_pos - self._robot.joint_pos).abs().mean(dim=-1))
+        errors["anchor_pos_error"].copy_(torch.linalg.vector_norm(self.anchor_pos_w - self.robot_anchor_pos_w, dim=-1))
+        for name, step_sum in self._metrics.items():
+            step_sum.add_(errors[name].mean())
 
     def reset(self, staging: ResetStaging) -> None:
         """Start the staged rows (padded with num_envs) at sampled frames; stage their state."""
@@ -246,10 +268,24 @@ class MotionCommand:
         self.sampler.update(self._clip_storage[env_ids], self._frame_storage[env_ids], staging.episode_failed, valid)
         u = torch.rand(2, rows, device=self.device)
         clip, frame = self.sampler.place(u[0], u[1])
+        if self._fixed_starts is not None:
+            clip, frame = self._fixed_starts[0][env_ids], self._fixed_starts[1][env_ids]
         self._clip_storage.index_copy_(0, env_ids, clip)
         self._frame_storage.index_copy_(0, env_ids, frame)
         ref = self._load_reference(clip, frame, env_ids)
         self._stage_state(ref, rows, staging)
+
+    def fix_starts(self, clip: torch.Tensor, frame: torch.Tensor) -> None:
+        """From the next reset on, row ``i`` starts every episode at ``frame[i]`` of ``clip[i]``
+        (both ``(num_envs,)`` int64) instead of a sampled start: a fixed set of starts that an
+        evaluation shares between policies. The sampler still learns from the episodes' ends."""
+        if clip.shape != (self.num_envs,) or frame.shape != (self.num_envs,):
+            raise ValueError(f"fix_starts: clip and frame must have shape ({self.num_envs},)")
+        length = self.library.clip_length[clip]
+        if bool(((frame < 0) | (frame >= length)).any()):
+            raise ValueError("fix_starts: every frame must lie inside its clip")
+        pad = torch.zeros(1, dtype=torch.int64, device=self.device)
+        self._fixed_starts = (torch.cat([clip.to(self.device), pad]), torch.cat([frame.to(self.device), pad]))
 
     def reference_qpos(self, env_id: int) -> torch.Tensor:
         """Row ``env_id``'s current reference pose as a model ``qpos`` ``(7 + J,)``: root position,
@@ -259,18 +295,20 @@ class MotionCommand:
         return torch.cat([ref.root_pos[0], ref.root_quat[0], ref.joint_pos[0]])
 
     def row_errors(self) -> dict[str, torch.Tensor]:
-        """Per row, ``(num_envs,)``: the tracked bodies' position error against the reference
-        (m, world frame), mean over the bodies (``tracking/body_pos_error_m`` is its mean per step)."""
-        return {
-            "body_pos_error": torch.linalg.vector_norm(self.body_pos_w - self.robot_body_pos_w, dim=-1).mean(dim=-1)
-        }
+        """Per row, ``(num_envs,)``, as scored by the last step (the frame the policy had observed):
+        ``body_pos_error`` (m, world frame) and ``body_pos_error_anchored`` (m, against the
+        re-anchored targets), means over the tracked bodies; ``body_ori_error`` (rad, re-anchored);
+        ``joint_pos_error`` (rad, mean over joints); ``anchor_pos_error`` (m, world frame).
+        ``tracking/<name>_<unit>`` in ``stats.summary()`` is each one's mean per step."""
+        return self._row_errors
 
     def tracking_errors(self) -> dict[str, torch.Tensor]:
-        """Mean position error over rows of each tracked body and of the anchor (m), as 0-d
-        device tensors: no host sync, so a rollout can sum them and read the sums once."""
+        """Mean position error over rows of each tracked body (against the re-anchored targets)
+        and of the anchor (world frame), m, as 0-d device tensors: no host sync, so a rollout can
+        sum them and read the sums once."""
         errors = torch.linalg.vector_norm(self.body_pos_relative_w - self.robot_body_pos_w, dim=-1).mean(dim=0)
         out = {f"body_pos_error/{name}": errors[i] for i, name in enumerate(self.body_names)}
-        out["anchor_pos_error"] = torch.linalg.vector_norm(self.anchor_pos_w - self.robot_anchor_pos_w, dim=-1).mean()
+        out["anchor_pos_error"] = self._row_errors["anchor_pos_error"].mean()
         return out
 
     # ------------------------------------------------------------------------------------------

@@ -12,16 +12,21 @@ if TYPE_CHECKING:
     from unilab_gpu.managers.env_view import EnvView
 
 
+# The anchor terms read the re-anchored anchor target, whose height and tilt are the reference
+# anchor's (only xy and yaw move): the frame the step scored, also after the command advanced.
+
+
 def anchor_height_error(env: EnvView, threshold: float, command_name: str = "motion") -> torch.Tensor:
     """``|z_ref - z|`` of the anchor exceeds ``threshold`` metres."""
     cmd = env.command_manager.get(command_name)
-    return torch.abs(cmd.anchor_pos_w[:, 2] - cmd.robot_anchor_pos_w[:, 2]) > threshold
+    ref = cmd.body_pos_relative_w[:, cmd.anchor_index, 2]
+    return torch.abs(ref - cmd.robot_anchor_pos_w[:, 2]) > threshold
 
 
 def anchor_orientation_error(env: EnvView, threshold: float, command_name: str = "motion") -> torch.Tensor:
     """The z components of gravity seen from the reference and the robot anchor differ by more than ``threshold``."""
     cmd = env.command_manager.get(command_name)
-    ref = gravity_in_frame(cmd.anchor_quat_w)[:, 2]
+    ref = gravity_in_frame(cmd.body_quat_relative_w[:, cmd.anchor_index])[:, 2]
     robot = gravity_in_frame(cmd.robot_anchor_quat_w)[:, 2]
     return torch.abs(ref - robot) > threshold
 
