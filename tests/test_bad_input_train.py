@@ -10,22 +10,28 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from test_cli_train import TINY
 
 from unilab_gpu.cli import train as train_cli
 from unilab_gpu.cli.play import main as play_main
 from unilab_gpu.cli.train import INTERRUPTED_EXIT_CODE, main
+from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
+from unilab_gpu.managers.reward_manager import RewardManager
 from unilab_gpu.rl.checkpoint import (
     LOCK_NAME,
     RunFolderError,
     RunLock,
     create_run_folder,
     load_checkpoint,
+    non_finite_entries,
     resume_command,
     save_checkpoint,
 )
+from unilab_gpu.rl.off_policy import OffPolicyAgent, categorical_support, project_categorical
+from unilab_gpu.rl.trainer import Trainer, agent_from_checkpoint
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
@@ -274,3 +280,278 @@ def test_staging_folders_of_killed_starts_are_removed_by_the_next_start(tmp_path
     finally:
         lock.release()
     assert created == tmp_path / "run" and not abandoned.exists() and in_progress.exists()
+
+
+# -- issue 25: non-finite values never reach a checkpoint, a resume or an export --
+
+
+def test_projection_never_indexes_out_of_range_whatever_its_input():
+    """NaN or inf targets once gave int64-min scatter indices (an out-of-bounds scatter, a
+    device-side assert on CUDA); now NaN goes to the first atom, +-inf to the end atoms."""
+    support = categorical_support(11, -5.0, 5.0)
+    probs = torch.full((6, 11), 1.0 / 11)
+    nan, inf = float("nan"), float("inf")
+    reward = torch.tensor([nan, inf, -inf, 1e30, 0.0, 1.0])
+    discount = torch.tensor([1.0, 1.0, 1.0, 1.0, nan, 0.0])
+    got = project_categorical(probs, reward, discount, support)
+    torch.testing.assert_close(got.sum(-1), torch.ones(6))  # no mass lost or sent elsewhere
+    one = pytest.approx(1.0, abs=1e-6)
+    assert got[0, 0] == one and got[4, 0] == one  # NaN positions: the first atom
+    assert got[1, -1] == one and got[3, -1] == one and got[2, 0] == one  # clamped to the ends
+    assert got[5, 6] == one  # a finite terminal row as before: reward 1.0 is atom 6
+
+
+def _poison_after_update(monkeypatch, from_update: int) -> None:
+    """From update ``from_update`` on, the actor's first weight turns NaN (as a diverged update would)."""
+    real_update = OffPolicyAgent.update
+
+    def update(self, batch):
+        metrics = real_update(self, batch)
+        if self.num_updates >= from_update:
+            with torch.no_grad():
+                next(self.actor.parameters()).fill_(float("nan"))
+        return metrics
+
+    monkeypatch.setattr(OffPolicyAgent, "update", update)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        # Logged every iteration: the logging point after the poisoned update stops the run.
+        (["log_every=1", "checkpoint_every=0"], "non-finite agent state (modules.actor."),
+        # A checkpoint due before the next logging point is refused instead of written.
+        (["log_every=50", "checkpoint_every=1"], "non-finite agent state (modules.actor."),
+    ],
+)
+def test_non_finite_agent_state_stops_the_run_keeping_the_last_good_checkpoint(tmp_path, capsys, monkeypatch, extra,
+                                                                               message):  # fmt: skip
+    run_dir = tmp_path / "run"
+    _poison_after_update(monkeypatch, from_update=2)
+    code = main([*TINY, "total_env_steps=400", *extra, f"run_dir={run_dir}"])
+    err = capsys.readouterr().err
+    assert code == 1 and message in err and "Traceback" not in err
+    saved = load_checkpoint(run_dir)["trainer"]
+    assert f"training stopped, last good checkpoint kept at {run_dir / 'checkpoint.pt'} (iteration " in err
+    assert f"(iteration {saved['iteration']})" in err
+    assert not non_finite_entries(saved["agent"])  # never a NaN on disk
+    assert not (run_dir / "policy.onnx").exists()
+
+
+def test_non_finite_reward_stops_the_run_at_the_next_logging_point(tmp_path, capsys, monkeypatch):
+    real_compute = RewardManager.compute
+
+    def infinite(self, env, invalid):
+        return real_compute(self, env, invalid).fill_(float("inf"))
+
+    monkeypatch.setattr(RewardManager, "compute", infinite)
+    run_dir = tmp_path / "run"
+    assert main([*TINY, "total_env_steps=400", "log_every=2", "checkpoint_every=0", f"run_dir={run_dir}"]) == 1
+    err = capsys.readouterr().err
+    assert "non-finite reward" in err and "by iteration 2" in err and "(iteration 0)" in err
+    assert load_checkpoint(run_dir)["trainer"]["iteration"] == 0
+
+
+def _poison_checkpoint(run_dir: Path) -> None:
+    checkpoint = load_checkpoint(run_dir)
+    actor = checkpoint["trainer"]["agent"]["modules"]["actor"]
+    first = next(iter(actor))
+    actor[first] = torch.full_like(actor[first], float("nan"))
+    save_checkpoint(run_dir / "checkpoint.pt", checkpoint)
+
+
+def test_resume_of_a_checkpoint_with_nan_weights_is_refused(run_dir, capsys):
+    _poison_checkpoint(run_dir)
+    before = _snapshot(run_dir)
+    assert main([f"resume={run_dir}", "total_env_steps=12"]) == 2
+    err = _error(capsys)
+    assert "refused, nothing was written: its checkpoint holds non-finite agent state (modules.actor." in err
+    assert _snapshot(run_dir) == before
+
+
+def test_export_refuses_a_nan_policy_also_at_the_end_of_training(run_dir, tmp_path, capsys):
+    pytest.importorskip("onnxscript")
+    from unilab_gpu.cli.export import main as export_main
+    from unilab_gpu.export.export_run import export_after_training
+
+    _poison_checkpoint(run_dir)
+    before = _snapshot(tmp_path)
+    assert export_main([str(run_dir), "--out", str(tmp_path / "nan.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert "export refused, nothing was written: the policy holds non-finite values (actor." in err
+    assert _snapshot(tmp_path) == before
+    checkpoint = load_checkpoint(run_dir)
+    env = make_env("pendulum", num_envs=1, compile=False, announce=False)
+    cfg = OmegaConf.create(checkpoint["config"])
+    line = export_after_training(env, agent_from_checkpoint(checkpoint, "cpu"), cfg, tmp_path / "end")
+    assert (
+        line.startswith("export: failed (ValueError: export refused, nothing was written")
+        and not (tmp_path / "end").exists()
+    )
+
+
+# -- issue 25: the run lock never follows links; bad checkpoints are refused without torch's advice --
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink", "folder"])
+def test_lock_file_that_is_a_link_or_folder_is_refused_and_never_truncated(run_dir, tmp_path, capsys, kind):
+    victim = tmp_path / "my_notes.txt"
+    victim.write_text("precious")
+    lock = run_dir / LOCK_NAME
+    lock.unlink(missing_ok=True)
+    {"symlink": lambda: lock.symlink_to(victim), "hardlink": lambda: os.link(victim, lock), "folder": lock.mkdir}[
+        kind
+    ]()
+    before = _snapshot(run_dir)
+    assert main([f"resume={run_dir}", "total_env_steps=12", "env.num_envs=8"]) == 2  # refused either way
+    err = _error(capsys)
+    expected = {"symlink": "is a symbolic link", "hardlink": "has other names (hard links)", "folder": "Is a directory"}
+    assert f"lock file {lock}" in err and expected[kind] in err
+    assert victim.read_text() == "precious" and _snapshot(run_dir) == before
+
+
+def test_checkpoint_with_python_objects_is_refused_without_torchs_advice(run_dir, capsys):
+    torch.save({"format_version": 1, "payload": OrderedDictSubclass()}, run_dir / "checkpoint.pt")
+    before = _snapshot(run_dir)
+    assert main([f"resume={run_dir}", "total_env_steps=12"]) == 2
+    err = _error(capsys)
+    assert "holds a Python object (test_bad_input_train.OrderedDictSubclass) that no unilab-gpu checkpoint" in err
+    assert "weights_only" not in err and "trust" not in err and len(err.strip().splitlines()) == 1
+    assert _snapshot(run_dir) == before
+
+
+class OrderedDictSubclass(dict):
+    """A class torch's safe unpickler does not know."""
+
+
+# -- issue 25: training outputs, signals, budgets and resume arguments --
+
+
+def test_unwritable_run_root_is_named_before_the_env_is_built(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(train_cli, "make_env", lambda *a, **k: pytest.fail("built the env before checking"))
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    assert main([*TINY, "total_env_steps=8", f"run_root={blocker / 'runs'}"]) == 2
+    err = _error(capsys)
+    assert f"run_root: cannot write the run folder {blocker / 'runs'}" in err and "is a file, not a folder" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+def test_full_disk_during_a_save_keeps_the_last_checkpoint_and_says_how_to_resume(tmp_path, capsys, monkeypatch):
+    run_dir = tmp_path / "run"
+    real_save = train_cli.save_checkpoint
+
+    def disk_full_after_the_first(path, payload):
+        if payload["trainer"]["iteration"] >= 2:
+            raise OSError(28, "No space left on device")
+        return real_save(path, payload)
+
+    monkeypatch.setattr(train_cli, "save_checkpoint", disk_full_after_the_first)
+    assert main([*TINY, "total_env_steps=400", "checkpoint_every=1", f"run_dir={run_dir}"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot save a checkpoint in {run_dir}: No space left on device" in err
+    assert "last good checkpoint kept at" in err and "(iteration 1)" in err
+    assert f"continue with: {resume_command(run_dir)}" in err and "Traceback" not in err
+    assert load_checkpoint(run_dir)["trainer"]["iteration"] == 1
+
+
+def test_sighup_saves_and_exits_like_sigterm(tmp_path, capsys, monkeypatch):
+    run_dir = tmp_path / "run"
+    real_iteration = Trainer.run_iteration
+
+    def hang_up_at_3(self, timed=False):
+        real_iteration(self, timed)
+        if self.iteration == 3:
+            os.kill(os.getpid(), signal.SIGHUP)  # the terminal or SSH session closed
+
+    monkeypatch.setattr(Trainer, "run_iteration", hang_up_at_3)
+    assert main([*TINY, "total_env_steps=400", "checkpoint_every=0", f"run_dir={run_dir}"]) == INTERRUPTED_EXIT_CODE
+    assert load_checkpoint(run_dir)["trainer"]["iteration"] == 3
+    assert f"continue with: {resume_command(run_dir)}" in capsys.readouterr().out
+
+
+def test_resume_with_a_budget_already_done_says_there_is_nothing_to_do(run_dir, capsys):
+    before = _snapshot(run_dir)
+    assert main([f"resume={run_dir}", "total_env_steps=4"]) == 0
+    out = capsys.readouterr().out
+    assert f"nothing to do: {run_dir} has done 8 env steps, total_env_steps is 4; raise it to train on" in out
+    assert _snapshot(run_dir) == before
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["resume="], "'resume' must be the path of a run folder or null, got ''"),
+        ([*TINY, "run_dir="], "'run_dir' must be a path or null, got ''"),
+        (["resume={run}", "algo=flashsac"], "resume: 'algo=flashsac' chooses another algo config, but a resumed run"),
+        (["resume={run}", "total_env_steps=12", "env.overrides=['rewards.angle.weight=1e39']"], "stored as float32"),
+    ],
+)
+def test_empty_paths_and_other_algorithms_on_resume_are_one_line(run_dir, tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)  # an empty path must not mean "here"
+    before, here = _snapshot(run_dir), sorted(p.name for p in tmp_path.iterdir())
+    assert main([a.format(run=run_dir) for a in argv]) == 2
+    err = _error(capsys)
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert _snapshot(run_dir) == before and sorted(p.name for p in tmp_path.iterdir()) == here
+
+
+# -- issue 25: export and play never overwrite what they should not, and check outputs first --
+
+
+@pytest.mark.parametrize(
+    ("out", "extra", "message"),
+    [
+        ("checkpoint.pt", ["--force"], "is this command's own input; write the output to another file"),
+        ("config.yaml", ["--force"], "is the config.yaml of the run folder"),
+        ("trainer.lock", ["--force"], "is the trainer.lock of the run folder"),
+        ("policy.onnx", [], "policy.onnx exists; pass --force to replace it"),
+        (".", [], "is a folder; give a file path, e.g. "),
+    ],
+)
+def test_export_never_overwrites_the_run_or_an_existing_file_without_force(run_dir, capsys, out, extra, message):
+    from unilab_gpu.cli.export import main as export_main
+
+    (run_dir / LOCK_NAME).write_text("")
+    if not (run_dir / "policy.onnx").exists():  # the end-of-training export needs the export extra
+        (run_dir / "policy.onnx").write_bytes(b"an earlier export")
+    before = _snapshot(run_dir)
+    assert export_main([str(run_dir), "--out", str(run_dir / out), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("unilab-export: error: --out: ") and message in err and len(err.strip().splitlines()) == 1
+    assert _snapshot(run_dir) == before
+
+
+@pytest.mark.parametrize(
+    ("video", "extra", "message"),
+    [
+        ("{blocker}/clip.mp4", [], "--video: cannot write {blocker}/clip.mp4: {blocker} is a file, not a folder"),
+        ("{tmp}", [], "--video: {tmp} is a folder; give a file path, e.g. {tmp}/rollout.mp4"),
+        ("{tmp}/clip.avi", [], "--video: {tmp}/clip.avi must end in .mp4 or .gif"),
+        ("{tmp}/old.mp4", [], "--video: {tmp}/old.mp4 exists; pass --force to replace it"),
+    ],
+)
+def test_play_checks_its_video_output_before_building_anything(run_dir, tmp_path, capsys, monkeypatch, video, extra,
+                                                               message):  # fmt: skip
+    monkeypatch.setattr("unilab_gpu.cli.play.make_env", lambda *a, **k: pytest.fail("built the env before checking"))
+    (tmp_path / "blocker").write_text("")
+    (tmp_path / "old.mp4").write_bytes(b"an earlier video")
+    before = _snapshot(tmp_path)
+    names = {"tmp": tmp_path, "blocker": tmp_path / "blocker"}
+    assert play_main([str(run_dir), "--video", video.format(**names), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message.format(**names) in err and len(err.strip().splitlines()) == 1
+    assert _snapshot(tmp_path) == before
+
+
+def test_play_refuses_non_finite_seconds_and_corrupt_onnx(tmp_path, capsys):
+    pytest.importorskip("onnxruntime")
+    with pytest.raises(SystemExit) as exit_info:
+        play_main(["run", "--seconds", "nan"])
+    assert exit_info.value.code == 2 and "--seconds must be a finite number > 0, got nan" in capsys.readouterr().err
+    corrupt = tmp_path / "policy.onnx"
+    corrupt.write_bytes(b"\x08\x07garbage that is no protobuf")
+    assert play_main(["--onnx", str(corrupt), "--num-envs", "1", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"unilab-play: error: --onnx: {corrupt} is not a readable ONNX policy (")
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

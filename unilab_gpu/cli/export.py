@@ -2,13 +2,15 @@
 
 Usage::
 
-    unilab-export RUN_DIR_OR_CHECKPOINT [--out policy.onnx]
+    unilab-export RUN_DIR_OR_CHECKPOINT [--out policy.onnx] [--force]
 
 Writes the deterministic actor with its observation normaliser folded in; input ``obs`` (the
 ``policy`` observation group), output ``actions``; deployment metadata (joint names in action
 order, default joint positions, action scale/offset/bounds, PD gains, control dt, observation
 layout, task and motion) in the file's metadata (see docs/export.md). Default output:
-``RUN_DIR/policy.onnx``. Needs ``pip install "unilab-gpu[export]"``.
+``RUN_DIR/policy.onnx``; an existing file is replaced only with ``--force``, and never the
+checkpoint itself or a run's config. A policy with NaN or inf parameters or statistics is refused.
+Needs ``pip install "unilab-gpu[export]"``.
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="unilab-export", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint", help="run folder (uses its checkpoint.pt) or checkpoint file")
     parser.add_argument("--out", default=None, help="ONNX file to write (default: RUN_DIR/policy.onnx)")
+    parser.add_argument("--force", action="store_true", help="replace an existing --out file")
     args = parser.parse_args(argv)
     try:
         from unilab_gpu.export.export_run import export_checkpoint
 
-        path = export_checkpoint(args.checkpoint, args.out)
+        path = export_checkpoint(args.checkpoint, args.out, force=args.force)
     except ModuleNotFoundError as error:
         print(f"unilab-export: error: {error.name} is missing; pip install 'unilab-gpu[export]'", file=sys.stderr)
         return 2

@@ -30,9 +30,10 @@ import torch
 
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
-from unilab_gpu.rl.checkpoint import CheckpointError, load_checkpoint
+from unilab_gpu.rl.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
 from unilab_gpu.rl.trainer import agent_from_checkpoint, agent_policy, evaluate
 from unilab_gpu.sim.device import resolve_device
+from unilab_gpu.utils.files import check_output
 
 
 class TrackingErrors:
@@ -92,6 +93,27 @@ def make_recorder(env: ManagerBasedRlEnv, env_id: int = 0, seconds: float = 10.0
         return None
 
 
+ONNX_KEYS = ("task", "env_overrides", "observation_group", "observation_dim", "action_dim", "algo")
+"""Metadata keys of an exported file that a rollout needs."""
+
+
+def _read_onnx(path: str | Path):
+    """The policy and metadata of an exported file; a one-line ``ValueError`` for anything else."""
+    from unilab_gpu.export.onnx_policy import OnnxPolicy
+
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"--onnx: no file at {path}")
+    try:
+        policy = OnnxPolicy(path)
+    except Exception as error:  # onnx and onnxruntime raise protobuf, runtime and value errors
+        reason = " ".join(str(error).split())[:160]
+        raise ValueError(f"--onnx: {path} is not a readable ONNX policy ({type(error).__name__}: {reason})") from None
+    missing = [key for key in ONNX_KEYS if key not in policy.metadata]
+    if missing:
+        raise ValueError(f"--onnx: {path} lacks the metadata {missing} that unilab-export writes; re-export the run")
+    return policy, policy.metadata
+
+
 def play(
     checkpoint_path: str | Path | None,
     steps: int | None = None,
@@ -116,10 +138,7 @@ def play(
     if (checkpoint_path is None) == (onnx is None):
         raise ValueError("give either a run folder / checkpoint or --onnx FILE")
     if onnx is not None:
-        from unilab_gpu.export.onnx_policy import OnnxPolicy
-
-        policy = OnnxPolicy(onnx)
-        meta = policy.metadata
+        policy, meta = _read_onnx(onnx)
         trained_task, trained_overrides = meta["task"], meta["env_overrides"]
         trained_sizes = ({meta["observation_group"]: meta["observation_dim"]}, meta["action_dim"])
         source = f"{meta['algo']} exported to {onnx}"
@@ -184,7 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="env steps (default: one episode)")
     parser.add_argument("--num-envs", type=int, default=16)
     parser.add_argument("--device", default=None, help="default: cuda if available, else cpu")
-    parser.add_argument("--video", default=None, help="render one world into this MP4 file")
+    parser.add_argument("--video", default=None, help="render one world into this MP4 (or GIF) file")
+    parser.add_argument("--force", action="store_true", help="replace an existing --video file")
     parser.add_argument("--env", type=int, default=0, help="world to render (default 0)")
     parser.add_argument("--seconds", type=float, default=10.0, help="video length in env seconds (default 10)")
     parser.add_argument("--seed", type=int, default=0)
@@ -201,7 +221,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for option, value in (("--steps", args.steps), ("--num-envs", args.num_envs)):
         if value is not None and value < 1:
             parser.error(f"{option} must be >= 1, got {value}")
+    if not (math.isfinite(args.seconds) and args.seconds > 0):
+        parser.error(f"--seconds must be a finite number > 0, got {args.seconds}")
     try:
+        if args.video is not None:  # checked before anything is built or rendered
+            inputs = [p for p in (args.checkpoint and resolve_checkpoint(args.checkpoint), args.onnx) if p]
+            check_output(args.video, "--video", force=args.force, inputs=inputs, example="rollout.mp4")
+            if Path(args.video).suffix.lower() not in (".mp4", ".gif"):
+                raise ValueError(f"--video: {args.video} must end in .mp4 or .gif")
         play(
             args.checkpoint,
             args.steps,

@@ -47,11 +47,14 @@ from unilab_gpu.rl.checkpoint import (
     CHECKPOINT_NAME,
     CONFIG_NAME,
     CheckpointError,
+    NonFiniteStateError,
     RunFolderError,
     RunLock,
     built_mismatches,
     create_run_folder,
+    describe_entries,
     load_checkpoint,
+    non_finite_entries,
     open_run_folder,
     raise_on_mismatches,
     recorded_mismatches,
@@ -71,6 +74,7 @@ from unilab_gpu.rl.logger import Progress, TrainLogger
 from unilab_gpu.rl.off_policy import run_updates
 from unilab_gpu.rl.trainer import Trainer, TrainerSettings, algo_config, make_agent
 from unilab_gpu.sim.device import resolve_device
+from unilab_gpu.utils.files import unwritable
 
 INTERRUPTED_EXIT_CODE = 130
 """Exit status after Ctrl-C (128 + SIGINT), as shells report an interrupted command."""
@@ -78,6 +82,14 @@ INTERRUPTED_EXIT_CODE = 130
 
 class ConfigError(ValueError):
     """A bad train config or override; the message names the key."""
+
+
+class NothingToDo(Exception):
+    """A resume whose ``total_env_steps`` the run has already done; nothing was written."""
+
+
+class SaveError(RuntimeError):
+    """A checkpoint could not be written (full disk, read-only folder); the previous one is intact."""
 
 
 def compose_train_config(overrides: Sequence[str] = ()) -> DictConfig:
@@ -132,13 +144,23 @@ def resolve_auto(cfg: DictConfig, launch: Launch | None = None) -> DictConfig:
 
 def resume_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> DictConfig:
     """A run's saved ``config.yaml`` with ``key=value`` overrides merged on top (e.g. a larger
-    ``total_env_steps``); choosing another config group (``algo=sac``) is not possible here."""
+    ``total_env_steps``); choosing another config group (``algo=sac``) is refused: a run keeps
+    its algorithm."""
+    if not str(run_dir).strip():
+        raise ConfigError("train config: 'resume' must be the path of a run folder or null, got ''")
     path = Path(run_dir) / CONFIG_NAME
     if not path.is_file():
         raise ConfigError(f"resume: no {CONFIG_NAME} in {run_dir} (is it a run folder?)")
     cfg = OmegaConf.load(path)
     OmegaConf.set_struct(cfg, True)  # an override of an unknown key is an error, not a new key
     extra = [o for o in overrides if not o.startswith("resume=")]
+    for override in extra:
+        group = override.split("=", 1)[0].lstrip("+~")
+        if (CONFIGS_DIR / group).is_dir() and group != "task":
+            raise ConfigError(
+                f"resume: '{override}' chooses another {group} config, but a resumed run keeps its own "
+                f"({group} {cfg.get(group, {}).get('name')!r}); start a new run without resume= to use it"
+            )
     try:
         cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(extra))
     except OmegaConfBaseException as error:
@@ -165,6 +187,8 @@ class Run:
     cfg: DictConfig
     trainer: Trainer
     lock: RunLock | None
+    saved_iteration: int = 0
+    """Iteration of the latest checkpoint on disk."""
 
     def payload(self) -> dict:
         """The checkpoint dictionary: trainer state plus what a resume is checked against."""
@@ -179,9 +203,29 @@ class Run:
 
     def save(self, trainer: Trainer | None = None) -> Path:
         """Write ``checkpoint.pt`` atomically (also the ``on_checkpoint`` callback); a Ctrl-C
-        during the write is held back until it is done."""
-        with stop_signals_deferred():
-            return save_checkpoint(self.run_dir / CHECKPOINT_NAME, self.payload())
+        during the write is held back until it is done.
+
+        Raises:
+            NonFiniteStateError: the agent's state holds NaN or inf; nothing is written.
+            SaveError: the file could not be written; the previous checkpoint is intact.
+        """
+        payload = self.payload()
+        bad = non_finite_entries(payload["trainer"]["agent"])
+        if bad:
+            raise NonFiniteStateError(
+                f"non-finite agent state ({describe_entries(bad)}) at iteration {self.trainer.iteration}, not saved"
+            )
+        try:
+            with stop_signals_deferred():
+                path = save_checkpoint(self.run_dir / CHECKPOINT_NAME, payload)
+        except OSError as error:
+            raise SaveError(f"cannot save a checkpoint in {self.run_dir}: {error.strerror or error}") from None
+        self.saved_iteration = self.trainer.iteration
+        return path
+
+    def last_good(self) -> str:
+        """Where the latest checkpoint on disk is, for the line that ends a failed run."""
+        return f"last good checkpoint kept at {self.run_dir / CHECKPOINT_NAME} (iteration {self.saved_iteration})"
 
 
 def write_config(cfg: DictConfig, run_dir: Path) -> None:
@@ -199,6 +243,11 @@ def build_run(cfg: DictConfig, stream=None, data_parallel: DataParallel | None =
     """
     lock, notes, checkpoint = None, [], None
     main = data_parallel is None or data_parallel.is_main
+    if main:  # found out now, not after the env is built
+        folder = Path(cfg.resume) if cfg.resume is not None else new_run_dir(cfg)[0]
+        if (problem := unwritable(folder / CHECKPOINT_NAME)) is not None:
+            key = "resume" if cfg.resume is not None else "run_dir" if cfg.run_dir is not None else "run_root"
+            raise RunFolderError(f"{key}: cannot write the run folder {folder}: {problem}")
     if cfg.resume is not None and main:
         lock, notes = open_run_folder(Path(cfg.resume))
     try:
@@ -214,6 +263,27 @@ def build_run(cfg: DictConfig, stream=None, data_parallel: DataParallel | None =
     for note in notes:
         run.trainer.logger.message(f"{run.run_dir}: {note}")
     return run
+
+
+def check_resumable(cfg: DictConfig, checkpoint: dict) -> None:
+    """Refuse a resume that has nothing to do, or whose checkpoint holds NaN or inf agent state.
+
+    Raises:
+        NothingToDo: the run has done ``total_env_steps`` already.
+        CheckpointError: non-finite agent state (a run that diverged: it cannot continue).
+    """
+    done = int(checkpoint["trainer"]["env_steps"])
+    if done >= cfg.total_env_steps:
+        raise NothingToDo(
+            f"nothing to do: {cfg.resume} has done {done:,} env steps, total_env_steps is {cfg.total_env_steps:,}; "
+            f"raise it to train on, e.g. {resume_command(cfg.resume)} total_env_steps={2 * done}"
+        )
+    bad = non_finite_entries(checkpoint["trainer"]["agent"])
+    if bad:
+        raise CheckpointError(
+            f"resume of {cfg.resume} refused, nothing was written: its checkpoint holds non-finite agent state "
+            f"({describe_entries(bad)}); start a new run"
+        )
 
 
 def make_trainer(env, cfg: DictConfig, seed: int, data_parallel: DataParallel | None = None) -> Trainer:
@@ -279,6 +349,7 @@ def _build(
         lines = recorded_mismatches(checkpoint, OmegaConf.to_container(cfg, resolve=True), env.num_envs)
         lines += built_mismatches(checkpoint, env.observation_dims, env.action_dim, agent.state_dict())
         raise_on_mismatches(cfg.resume, lines)
+        check_resumable(cfg, checkpoint)
         trainer.load_state_dict(checkpoint["trainer"])
         run_dir: Path | None = Path(cfg.resume)
         if main:
@@ -302,18 +373,19 @@ def _build(
     except BaseException:
         lock.release()  # type: ignore[union-attr]
         raise
-    run = Run(run_dir, cfg, trainer, lock)
+    run = Run(run_dir, cfg, trainer, lock, saved_iteration=trainer.iteration)
     trainer.on_checkpoint = run.save
     return run
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-"""Ctrl-C, and the SIGTERM with which torchrun, a job scheduler or ``kill`` ask a run to end."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Ctrl-C, the SIGTERM with which torchrun, a job scheduler or ``kill`` ask a run to end, and the
+SIGHUP of a closed terminal or SSH session: each saves a checkpoint, then exits."""
 
 
 @contextmanager
 def stop_on_signals() -> Iterator[list[bool]]:
-    """While active, the first SIGINT or SIGTERM sets ``flag[0]`` (the loop stops after its
+    """While active, the first SIGINT, SIGTERM or SIGHUP sets ``flag[0]`` (the loop stops after its
     iteration, at the next point where every rank agrees, and saves); a second one raises
     ``KeyboardInterrupt``."""
     flag = [False]
@@ -340,7 +412,7 @@ def stop_on_signals() -> Iterator[list[bool]]:
 
 @contextmanager
 def stop_signals_deferred() -> Iterator[None]:
-    """A SIGINT or SIGTERM that arrives inside the block goes to the handler in place before it
+    """A SIGINT, SIGTERM or SIGHUP that arrives inside the block goes to the handler in place before it
     only once the block is done (so a checkpoint write is never cut short)."""
     received: list[int] = []
     try:
@@ -381,6 +453,8 @@ def train(cfg: DictConfig, stream=None, data_parallel: DataParallel | None = Non
     try:
         with stop_on_signals() as stop:
             finished = trainer.train(should_stop=lambda: stop[0])
+            if data_parallel is not None:  # every rank left the loop after the same iteration
+                data_parallel.collectives_done = True
             path = run.save() if main else None
     except KeyboardInterrupt:  # second Ctrl-C: the state may be mid-update, so do not save it
         if main:
@@ -388,6 +462,11 @@ def train(cfg: DictConfig, stream=None, data_parallel: DataParallel | None = Non
                 f"\nstopped; last checkpoint in {run.run_dir}\ncontinue with: {resume_command(run.run_dir)}", file=out
             )
         return INTERRUPTED_EXIT_CODE
+    except (NonFiniteStateError, SaveError) as error:  # nothing (more) was saved: the last checkpoint stays
+        print(f"unilab-train: error: {error}; training stopped, {run.last_good()}", file=sys.stderr)
+        if isinstance(error, SaveError):
+            print(f"continue with: {resume_command(run.run_dir)} once the folder can be written", file=sys.stderr)
+        return 1
     except FleetError as error:  # a rank failed: this one stops without saving, the last checkpoint stays
         print(f"unilab-train: {error}", file=sys.stderr)
         if main:
@@ -434,7 +513,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = resolve_auto(cfg, launch)
         if launch is not None:
             data_parallel = DataParallel.start(launch, torch.device(cfg.device))
-        return train(cfg, data_parallel=data_parallel)
+        status = train(cfg, data_parallel=data_parallel)
+        if data_parallel is not None and data_parallel.collectives_done:
+            data_parallel.finish(status, "unilab-train")  # waits for every rank, then ends the process
+        return status
+    except NothingToDo as done:
+        print(f"unilab-train: {where}{done}")
+        return 0
     except (ConfigError, CheckpointError, RunFolderError, ValueError) as error:
         print(f"unilab-train: {where}error: {error}", file=sys.stderr)
         return 2

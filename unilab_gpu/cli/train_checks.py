@@ -40,8 +40,9 @@ def check_train_config(cfg: DictConfig) -> None:
         if not isinstance(_get(cfg, key), str) or not _get(cfg, key):
             _fail(key, "a non-empty string", _get(cfg, key))
     for key in ("run_dir", "resume"):
-        if _get(cfg, key) is not None and not isinstance(_get(cfg, key), str):
-            _fail(key, "a path or null", _get(cfg, key))
+        value = _get(cfg, key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            _fail(key, "a path or null", value)
     overrides = cfg.env.overrides
     if not OmegaConf.is_list(overrides) or not all(isinstance(o, str) for o in overrides):
         _fail("env.overrides", "a list of Hydra overrides in brackets, e.g. \"env.overrides=['a=1']\"", overrides)

@@ -11,29 +11,46 @@ from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.export.metadata import deployment_metadata
 from unilab_gpu.export.onnx_policy import POLICY_FILE, write_onnx
 from unilab_gpu.export.policy import deterministic_policy
-from unilab_gpu.rl.checkpoint import load_checkpoint, resolve_checkpoint
+from unilab_gpu.rl.checkpoint import describe_entries, load_checkpoint, non_finite_entries, resolve_checkpoint
 from unilab_gpu.rl.trainer import agent_from_checkpoint
+from unilab_gpu.utils.files import check_output
 
 
 def export_agent(
     env: ManagerBasedRlEnv, agent, task: str, algo: str, path: str | os.PathLike, env_overrides: Sequence[str] = ()
 ) -> Path:
     """Write ``agent``'s deterministic policy for ``env``'s ``policy`` group to ``path``
-    (``env`` was built from ``task`` with ``env_overrides``)."""
+    (``env`` was built from ``task`` with ``env_overrides``).
+
+    Raises:
+        ValueError: the policy's parameters or buffers (normaliser statistics) hold NaN or inf;
+            nothing is written.
+    """
+    policy = deterministic_policy(agent)
+    bad = non_finite_entries(policy.state_dict())
+    if bad:
+        listing = describe_entries(bad)
+        raise ValueError(f"export refused, nothing was written: the policy holds non-finite values ({listing})")
     metadata = deployment_metadata(env, task, algo, list(env_overrides))
-    return write_onnx(deterministic_policy(agent), env.observation_dims["policy"], metadata, path)
+    return write_onnx(policy, env.observation_dims["policy"], metadata, path)
 
 
-def export_checkpoint(checkpoint_path: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
+def export_checkpoint(
+    checkpoint_path: str | os.PathLike, out: str | os.PathLike | None = None, force: bool = False
+) -> Path:
     """Export a run folder's (or a checkpoint file's) policy; default ``<run folder>/policy.onnx``.
 
-    The env is rebuilt on the CPU from the checkpoint's config (one world) for the metadata.
+    The output is checked first (:func:`~unilab_gpu.utils.files.check_output`: an existing file
+    needs ``force``; never the checkpoint itself or a run's config). The env is rebuilt on the CPU
+    from the checkpoint's config (one world) for the metadata.
     """
+    source = resolve_checkpoint(checkpoint_path)
+    path = Path(out) if out is not None else source.parent / POLICY_FILE
+    check_output(path, "--out", force=force, inputs=[source], example=POLICY_FILE)
     checkpoint = load_checkpoint(checkpoint_path)
     cfg = checkpoint["config"]
     env = make_env(cfg["task"], num_envs=1, device="cpu", overrides=cfg["env"]["overrides"], compile=False)
     agent = agent_from_checkpoint(checkpoint, "cpu")
-    path = Path(out) if out is not None else resolve_checkpoint(checkpoint_path).parent / POLICY_FILE
     return export_agent(env, agent, cfg["task"], cfg["algo"]["name"], path, cfg["env"]["overrides"])
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.render.offscreen import OffscreenRenderer
+from unilab_gpu.utils.files import write_atomic
 
 
 class VideoRecorder:
@@ -72,15 +73,16 @@ class VideoRecorder:
         return self.renderer.render(self._data, reference)
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Encode the frames at the env's control rate (``.mp4``; ``.gif`` also works)."""
+        """Encode the frames at the env's control rate (``.mp4``; ``.gif`` also works) and write
+        them atomically (``utils.files.write_atomic``): a failed write leaves no half a video."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         fps = 1.0 / self.env.step_dt
+        frames = np.stack(self.frames)
         if path.suffix.lower() == ".gif":
-            iio.imwrite(path, np.stack(self.frames), duration=1e3 / fps, loop=0)
+            data = iio.imwrite("<bytes>", frames, extension=".gif", duration=1e3 / fps, loop=0)
         else:
-            iio.imwrite(path, np.stack(self.frames), fps=fps)
-        return path
+            data = iio.imwrite("<bytes>", frames, extension=path.suffix or ".mp4", fps=fps)
+        return write_atomic(path, lambda file: file.write(data))
 
     def close(self) -> None:
         self.renderer.close()

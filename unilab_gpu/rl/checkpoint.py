@@ -12,71 +12,40 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import pickle
+import re
 import shlex
 import shutil
 import socket
+import stat
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import torch
 
 from unilab_gpu import __version__
+from unilab_gpu.utils.files import (
+    CHECKPOINT_NAME,
+    CONFIG_NAME,
+    LOCK_NAME,
+    holds_run,
+    remove_temp_files,
+    write_atomic,
+)
 
 FORMAT_VERSION = 1
 """Stored under ``"format_version"``; bumped when the layout of the dictionary changes."""
-
-CHECKPOINT_NAME = "checkpoint.pt"
-"""File name of a run's latest checkpoint inside its run folder."""
 
 
 class CheckpointError(RuntimeError):
     """A checkpoint file is missing, unreadable, corrupt or of another format version."""
 
 
-TEMP_SUFFIX = ".tmp"
-"""Suffix of the temporary files of atomic writes (``.<name>.<random>.tmp`` beside the target)."""
-
-
 def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> Path:
     """Write ``payload`` (plus ``format_version``) to ``path`` atomically; returns the path."""
     return write_atomic(path, lambda file: torch.save({"format_version": FORMAT_VERSION, **payload}, file))
-
-
-def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> Path:
-    """Call ``write(file)`` on a temporary file beside ``path``, fsync it and move it over ``path``.
-
-    A reader (or a process killed mid-write) sees the old file or the new one, never a mix; the
-    temporary file is removed on any exception, and :func:`remove_temp_files` clears the ones a
-    ``kill -9`` left behind.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            write(file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def remove_temp_files(folder: str | os.PathLike) -> list[Path]:
-    """Delete the temporary files of interrupted atomic writes in ``folder``; returns them.
-
-    Only call this while no other process writes to ``folder`` (e.g. holding its run lock).
-    """
-    removed = []
-    for path in Path(folder).glob(f".*{TEMP_SUFFIX}"):
-        if path.is_file():
-            path.unlink(missing_ok=True)
-            removed.append(path)
-    return sorted(removed)
 
 
 def resolve_checkpoint(path: str | os.PathLike) -> Path:
@@ -97,6 +66,13 @@ def load_checkpoint(path: str | os.PathLike, map_location: torch.device | str = 
         raise CheckpointError(f"checkpoint not found: {file}")
     try:
         payload = torch.load(file, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:  # it names a Python object: refused, never loaded
+        found = re.search(r"GLOBAL (\S+)", str(error))
+        what = f" ({found[1]})" if found else ""
+        raise CheckpointError(
+            f"checkpoint {file} holds a Python object{what} that no unilab-gpu checkpoint contains (they hold "
+            "tensors, numbers, strings and containers only); it was refused without running any of its code"
+        ) from None
     except Exception as error:  # torch.load raises several types for damaged files
         reason = " ".join(str(error).split())[:200]
         raise CheckpointError(
@@ -106,6 +82,39 @@ def load_checkpoint(path: str | os.PathLike, map_location: torch.device | str = 
         found = payload.get("format_version") if isinstance(payload, dict) else type(payload).__name__
         raise CheckpointError(f"checkpoint {file}: expected format_version {FORMAT_VERSION}, found {found!r}")
     return payload
+
+
+class NonFiniteStateError(RuntimeError):
+    """Training produced NaN or inf losses, Q-values or agent state; it was neither saved nor exported."""
+
+
+NAMED_ENTRIES = 3
+"""Non-finite tensors named in a message at most (the rest are counted)."""
+
+
+def non_finite_entries(tree: Any, prefix: str = "") -> list[str]:
+    """Dotted key paths of the floating-point tensors in ``tree`` (nested dicts, lists and tuples
+    of tensors, e.g. an agent's ``state_dict()``) that hold a NaN or an inf. Reads every tensor
+    back to the host: for saves, loads and exports, never for a step."""
+    return [path for path, tensor in _float_tensors(tree, prefix) if not bool(torch.isfinite(tensor).all())]
+
+
+def describe_entries(paths: list[str]) -> str:
+    """``a, b, c (+2 more)`` for at most :data:`NAMED_ENTRIES` names."""
+    more = f" (+{len(paths) - NAMED_ENTRIES} more)" if len(paths) > NAMED_ENTRIES else ""
+    return ", ".join(paths[:NAMED_ENTRIES]) + more
+
+
+def _float_tensors(tree: Any, prefix: str) -> Iterator[tuple[str, torch.Tensor]]:
+    if isinstance(tree, torch.Tensor):
+        if tree.is_floating_point():
+            yield prefix, tree
+    elif isinstance(tree, Mapping):
+        for key, value in tree.items():
+            yield from _float_tensors(value, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(tree, list | tuple):
+        for i, value in enumerate(tree):
+            yield from _float_tensors(value, f"{prefix}[{i}]")
 
 
 # ================================================================================================
@@ -122,12 +131,6 @@ def load_checkpoint(path: str | os.PathLike, map_location: torch.device | str = 
 # still names a process but is not locked is stale: it is reported and taken over. POSIX only
 # (``fcntl``), like the rest of the training stack.
 
-LOCK_NAME = "trainer.lock"
-"""Lock file of the trainer using a run folder (holds ``<pid> <host>`` while locked)."""
-
-CONFIG_NAME = "config.yaml"
-"""Resolved config of a run, inside its run folder."""
-
 STAGING_SUFFIX = ".staging"
 """Suffix of the hidden folder a new run is assembled in before it is renamed into place."""
 
@@ -139,11 +142,6 @@ class RunFolderError(RuntimeError):
 def resume_command(run_dir: str | os.PathLike) -> str:
     """``unilab-train resume=<run_dir>``, quoted for a POSIX shell."""
     return f"unilab-train {shlex.quote(f'resume={run_dir}')}"
-
-
-def holds_run(path: Path) -> bool:
-    """Whether ``path`` is a run folder (it has a ``config.yaml`` or a checkpoint)."""
-    return (path / CONFIG_NAME).exists() or (path / CHECKPOINT_NAME).exists()
 
 
 class RunLock:
@@ -159,12 +157,13 @@ class RunLock:
 
     def __init__(self, run_dir: Path) -> None:
         path = run_dir / LOCK_NAME
-        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd: int | None = _open_lock_file(path)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
             owner = _read(self._fd) or "unknown"
-            self.release()
+            os.close(self._fd)  # not ours: the holder's lock file is left as it is
+            self._fd = None
             if error.errno in (errno.EAGAIN, errno.EACCES):
                 raise RunFolderError(
                     f"run folder {run_dir} is in use by another trainer (pid, host: {owner}); "
@@ -172,7 +171,7 @@ class RunLock:
                 ) from None
             raise
         self.stale_owner = _read(self._fd) or None
-        os.ftruncate(self._fd, 0)
+        os.ftruncate(self._fd, 0)  # only now that the lock is held
         os.pwrite(self._fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
 
     def release(self) -> None:
@@ -184,6 +183,26 @@ class RunLock:
         finally:
             os.close(self._fd)  # closing the last descriptor releases the flock
             self._fd = None
+
+
+def _open_lock_file(path: Path) -> int:
+    """A descriptor of the lock file at ``path`` (created if absent), which must be a regular file
+    with no other name: never a symbolic or hard link to a file the lock would truncate."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise RunFolderError(
+                f"lock file {path} is a symbolic link; a run folder's lock must be a plain file (remove the link)"
+            ) from None
+        raise RunFolderError(f"cannot open the lock file {path}: {error.strerror or error}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        what = "has other names (hard links)" if stat.S_ISREG(info.st_mode) else "is not a regular file"
+        raise RunFolderError(f"lock file {path} {what}; a run folder's lock must be a plain file (remove it)")
+    return fd
 
 
 def _read(fd: int) -> str:

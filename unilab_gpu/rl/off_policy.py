@@ -439,13 +439,16 @@ def project_categorical(
 
     Returns:
         Projected probabilities ``(batch, num_atoms)``; each row sums to the row sum of
-        ``next_probs``. Values outside ``[v_min, v_max]`` are clamped to the end atoms.
+        ``next_probs``. Values outside ``[v_min, v_max]`` are clamped to the end atoms, +-inf
+        too; a NaN target goes to the first atom. The scatter indices stay in range whatever
+        the input: an out-of-range index is a device-side assert on CUDA, and the trainer stops
+        on the NaN losses at its next logging point instead.
     """
     num_atoms = support.shape[0]
     v_min, v_max = support[0], support[-1]
     delta = (v_max - v_min) / (num_atoms - 1)
-    target = (reward.unsqueeze(-1) + discount.unsqueeze(-1) * support).clamp(v_min, v_max)
-    position = (target - v_min) / delta
+    target = reward.unsqueeze(-1) + discount.unsqueeze(-1) * support
+    position = ((target - v_min) / delta).nan_to_num(nan=0.0).clamp(0, num_atoms - 1)
     # Take the lower neighbour in [0, num_atoms - 2] so the upper one always exists; a target
     # exactly on an atom then gets weight 1 on one side and 0 on the other, which avoids the
     # lower == upper special case of the original algorithm.

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from tensordict import TensorDict
 
 from unilab_gpu.adapters.rsl_rl_env import RslRlVecEnv
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
+from unilab_gpu.rl.checkpoint import NonFiniteStateError, describe_entries, non_finite_entries
 from unilab_gpu.rl.logger import TrainLogger
 from unilab_gpu.rl.off_policy import config_from_dict
 
@@ -252,6 +254,11 @@ class PpoTrainer:
             "perf/iteration_ms": 1e3 * elapsed / max(self.iteration - start, 1),
         }
         scalars.update({f"loss/{key}": float(value) for key, value in alg.last_losses.items()})
+        bad = [key for key, value in scalars.items() if key.startswith("loss/") and not math.isfinite(value)]
+        entries = non_finite_entries(self.agent.state_dict())
+        if bad or entries:  # stop before a checkpoint or an export could carry them
+            what = bad + ([f"agent state ({describe_entries(entries)})"] if entries else [])
+            raise NonFiniteStateError(f"non-finite {', '.join(what)} by iteration {self.iteration}")
         stats = self.env.stats.summary()
         self.env.stats.clear()
         if stats["episode/count"] > 0:

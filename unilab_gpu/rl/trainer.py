@@ -23,6 +23,7 @@ restored policy before updating again.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ import torch
 from unilab_gpu.envs.episode_stats import HEALTH_KEYS
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv, no_phase_mark
 from unilab_gpu.profiling.phase_clock import make_phase_clock
+from unilab_gpu.rl.checkpoint import NonFiniteStateError, describe_entries, non_finite_entries
 from unilab_gpu.rl.distributed import DataParallel, FleetError
 from unilab_gpu.rl.flashsac import FlashSacAgent, FlashSacConfig
 from unilab_gpu.rl.logger import TrainLogger
@@ -262,20 +264,26 @@ class Trainer:
 
         In a data-parallel run the accumulators and the env's episode statistics are first summed
         over all ranks (one ``all_reduce``, with every rank's stop request, health and throughput)
-        and the env's learning state is merged; returns whether any rank asked to stop. Raises
-        :class:`~unilab_gpu.rl.distributed.FleetError` on every rank when any rank's update
-        metrics turned non-finite.
+        and the env's learning state is merged; returns whether any rank asked to stop.
+
+        Raises:
+            NonFiniteStateError: (one process) the window's losses, Q-values or reward, or the
+                agent's state, hold NaN or inf (:meth:`_finite_flag`, read with the same sync).
+            FleetError: (data-parallel) the same on any rank, raised on every rank.
         """
         start_iteration, start_time = self._window_start
         elapsed = max(time.perf_counter() - start_time, 1e-9)
         iterations = self.iteration - start_iteration
         rate = iterations * self.env.num_envs / elapsed
         overflow = self.replay.final_overflow.float()  # cumulative: reduce a copy
+        finite = self._finite_flag().float()
         rank_rates, stop = [rate], False
         if self.data_parallel is not None:
-            rank_rates, stop = self._reduce_window(overflow, rate, stop_requested)
-        tail = [self._reward_sum, self.agent.schedule.lr, overflow]
+            rank_rates, stop = self._reduce_window(overflow, rate, stop_requested, finite)
+        tail = [self._reward_sum, self.agent.schedule.lr, overflow, finite]
         values = torch.cat([self._update_sums, *(t.view(1) for t in tail)]).tolist()
+        if not values[-1]:
+            self._raise_non_finite(values)
         phases = dict(zip(PHASES, self._clock.read()[0].tolist(), strict=True))
         world = self.world_size
         scalars: dict[str, float] = {
@@ -305,12 +313,33 @@ class Trainer:
         self._start_window()
         return stop
 
-    def _reduce_window(self, overflow: torch.Tensor, rate: float, stop_requested: bool) -> tuple[list[float], bool]:
+    def _finite_flag(self) -> torch.Tensor:
+        """0-d bool on the device: this window's update metrics (losses, Q-values) and reward sum
+        and every floating-point tensor of the agent's state (networks, targets, normalisers,
+        temperature) are finite. Read with the logging point's one host sync."""
+        tensors = [self._update_sums, self._reward_sum]
+        for module in self.agent.stateful.values():
+            tensors += [t for t in module.state_dict().values() if t.is_floating_point()]
+        return torch.stack([torch.isfinite(t).all() for t in tensors]).all()
+
+    def _raise_non_finite(self, values: list[float]) -> None:
+        """Name what turned non-finite (cold path: the run stops here, nothing is saved)."""
+        names = [key for key, value in zip(UPDATE_METRICS, values, strict=False) if not math.isfinite(value)]
+        if not math.isfinite(values[len(UPDATE_METRICS)]):
+            names.append("reward")
+        entries = non_finite_entries(self.agent.state_dict())
+        if entries:
+            names.append(f"agent state ({describe_entries(entries)})")
+        raise NonFiniteStateError(f"non-finite {', '.join(names)} by iteration {self.iteration}")
+
+    def _reduce_window(
+        self, overflow: torch.Tensor, rate: float, stop_requested: bool, finite: torch.Tensor
+    ) -> tuple[list[float], bool]:
         """Fleet totals of this window in place (update and reward sums, episode statistics,
-        ``overflow``); returns every rank's env-steps/s and whether any rank asked to stop."""
+        ``overflow``); returns every rank's env-steps/s and whether any rank asked to stop.
+        ``finite`` (1.0 or 0.0, :meth:`_finite_flag`) is this rank's health."""
         dp = self.data_parallel
         assert dp is not None
-        finite = torch.isfinite(self._update_sums).all().float()
         flags = torch.cat([torch.tensor([float(stop_requested), rate], device=self.device), 1.0 - finite.view(1)])
         sums = [self._update_sums, self._reward_sum, overflow, *self.env.stats.accumulators()]
         table = dp.reduce_window_(sums, flags.reshape(-1)).tolist()
@@ -318,8 +347,8 @@ class Trainer:
         bad = [r for r, row in enumerate(table) if row[2] > 0]
         if bad:
             raise FleetError(
-                f"rank {dp.rank}: non-finite losses on rank(s) {bad} by iteration {self.iteration}; every rank stops "
-                "and the last checkpoint is kept"
+                f"rank {dp.rank}: non-finite losses or agent state on rank(s) {bad} by iteration {self.iteration}; "
+                "every rank stops and the last good checkpoint is kept"
             )
         return [row[1] for row in table], any(row[0] > 0 for row in table)
 
