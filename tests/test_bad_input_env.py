@@ -275,6 +275,7 @@ def test_bad_make_env_arguments_name_the_argument(kwargs, error, message):
             "must be a finite number (it is stored as float32: |value| <= 3.403e+38)",
         ),
         ("pendulum", "observations.policy.terms.velocity.scale=-1e300", "stored as float32"),
+        ("g1_tracking", "commands.motion.params.synthetic_seconds=1e12", "a synthetic clip of 1e+12 s asks for 5e+13"),
         (
             "pendulum",
             "+rewards.x={func: unilab_gpu.utils.files.check_output, weight: 1.0}",

@@ -150,7 +150,9 @@ def test_bench_checks_outputs_before_measuring(tmp_path, monkeypatch):
     blocker.write_text("")
     with pytest.raises(SystemExit, match=rf"--out: cannot write {blocker / 'bench.json'}: "):
         bench_cli.main([*BENCH, "--out", str(blocker / "bench.json")])
-    with pytest.raises(SystemExit, match=rf"--plot: cannot write {tmp_path}: it is a folder"):
+    with pytest.raises(
+        SystemExit, match=rf"--plot: {tmp_path} is a folder; give a file path, e.g. {tmp_path}/bench.png"
+    ):
         bench_cli.main([*BENCH, "--out", str(tmp_path / "b.json"), "--plot", str(tmp_path)])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # the probes left nothing
 
@@ -295,3 +297,32 @@ def test_absurd_motion_values_are_refused_naming_frame_and_joint(tmp_path, capsy
     expected = message.format(joint=kin.joint_names[3], body=kin.body_names[7])
     assert code == 2 and expected in err and err.count("\n") == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["absurd.npz"]
+
+
+def test_bench_never_replaces_a_report_without_force(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench_cli, "bench_env", lambda *a, **k: pytest.fail("measured before checking --out"))
+    out = tmp_path / "bench.json"
+    out.write_text('{"earlier": "measurements"}')
+    with pytest.raises(SystemExit, match=rf"^--out: {out} exists; pass --force to replace it$"):
+        bench_cli.main([*BENCH, "--out", str(out)])
+    assert out.read_text() == '{"earlier": "measurements"}'
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--num-envs", "2", "--force-resets", "3"],
+            "--force-resets must be in [0, 2] (the smallest --num-envs), got 3",
+        ),
+        (
+            ["--override", "rewards.angle.weight=nan"],
+            "unilab-bench: error: --task pendulum --num-envs 64: env config: 'rewards.angle.weight' must be a finite",
+        ),
+    ],
+)
+def test_bench_flags_and_overrides_are_named_as_typed(tmp_path, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        bench_cli.main([*BENCH, "--out", str(tmp_path / "b.json"), *argv])
+    assert str(exit_info.value).startswith(message) or message in str(exit_info.value)
+    assert "\n" not in str(exit_info.value) and list(tmp_path.iterdir()) == []

@@ -22,7 +22,6 @@ import json
 import os
 import shlex
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.distributed import DataParallel, launch_from_env, rank_device
 from unilab_gpu.sim.capture import capture_unsupported_reason
 from unilab_gpu.sim.device import VERBOSE_ENV, resolve_device
+from unilab_gpu.utils.files import OutputPathError, check_output, write_atomic
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,8 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for option, value, low in (("--steps", args.steps, 1), ("--window", args.window, 1), ("--warmup", args.warmup, 0)):
         if value < low:
             raise SystemExit(f"{option} must be >= {low}, got {value}")
-    if args.force_resets < 0:
-        raise SystemExit(f"--force-resets must be >= 0, got {args.force_resets}")
+    if not 0 <= args.force_resets <= min(args.num_envs):
+        raise SystemExit(
+            f"--force-resets must be in [0, {min(args.num_envs)}] (the smallest --num-envs), got {args.force_resets}"
+        )
     if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
         raise SystemExit("--plot needs matplotlib (pip install matplotlib, or the dev extra)")
     if args.verbose:
@@ -58,9 +60,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         raise SystemExit(f"--device: {error}") from None
     # Found out now, not after minutes of measuring.
-    for option, path in (("--out", args.out), ("--plot", args.plot)):
-        if path is not None and (problem := _unwritable(path)) is not None:
-            raise SystemExit(f"{option}: cannot write {path}: {problem}")
+    for option, path, example in (("--out", args.out, "bench.json"), ("--plot", args.plot, "bench.png")):
+        if path is not None:
+            try:
+                check_output(path, option, force=args.force, example=example)
+            except OutputPathError as error:
+                raise SystemExit(str(error)) from None
     dp = DataParallel.start(launch, torch.device(args.device)) if launch is not None else None
     main_rank = dp is None or dp.is_main
     capture = not args.no_capture and capture_unsupported_reason(args.device) is None
@@ -87,19 +92,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     for num_envs in _progress(args.num_envs) if main_rank else args.num_envs:
         if main_rank:
             print(f"unilab-bench: {args.task} x {num_envs} envs on {args.device} ({mode}) ...", flush=True)
-        bench = bench_env(
-            args.task,
-            num_envs,
-            args.device,
-            steps=args.steps,
-            warmup=args.warmup,
-            window=args.window,
-            compile=compile,
-            capture=capture,
-            force_resets=args.force_resets,
-            overrides=args.override,
-            seed=args.seed,
-        )
+        try:
+            bench = bench_env(
+                args.task,
+                num_envs,
+                args.device,
+                steps=args.steps,
+                warmup=args.warmup,
+                window=args.window,
+                compile=compile,
+                capture=capture,
+                force_resets=args.force_resets,
+                overrides=args.override,
+                seed=args.seed,
+            )
+        except (ValueError, KeyError, TypeError) as error:  # a bad --override: the env config names the key
+            raise SystemExit(f"unilab-bench: error: --task {args.task} --num-envs {num_envs}: {error}") from None
         row = bench.row
         if dp is not None:  # every rank measured at once; rank 0 reports them all and their sum
             ranks = dp.all_gather_object(row, "bench rows")
@@ -123,47 +131,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             except Exception as error:  # the measurements matter more than the chart: keep going
                 plot_error = f"{type(error).__name__}: {error}"
                 print(f"unilab-bench: warning: --plot {args.plot} failed ({plot_error}); measuring on", file=sys.stderr)
-    if dp is not None:
-        dp.close()
-        if not main_rank:
-            return 0
+    if dp is not None and not main_rank:  # waits until rank 0 has written the report, then ends the process
+        dp.finish(0, "unilab-bench")
     if plot_error is not None:
         print(f"wrote {args.out}; the plot failed: {plot_error}", file=sys.stderr)
-        return 1
-    print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot is not None else ""))
-    return 0
-
-
-def _unwritable(path: Path) -> str | None:
-    """Why a file cannot be written at ``path`` (probing with a temporary file), or ``None``."""
-    if path.is_dir():
-        return "it is a folder"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".probe"):
-            pass
-    except OSError as error:
-        return error.strerror or str(error)
-    return None
+    else:
+        print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot is not None else ""))
+    status = 0 if plot_error is None else 1
+    if dp is not None:
+        dp.finish(status, "unilab-bench")
+    return status
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write ``obj`` as JSON to a temp file next to ``path``, then rename it over ``path``, so
-    a reader never sees a half-written report."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write ``obj`` as JSON through the project's atomic writer, so a reader never sees a
+    half-written report."""
+    text = json.dumps(obj, indent=2, default=str) + "\n"
+    write_atomic(path, lambda file: file.write(text.encode()))
 
 
 def _save_plot(report: dict[str, Any], path: Path) -> None:
     from unilab_gpu.profiling.plots import plot_bench  # matplotlib only when asked for
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    plot_bench(report).savefig(path, dpi=110)
+    figure = plot_bench(report)
+    write_atomic(path, lambda file: figure.savefig(file, format=path.suffix.lstrip(".") or "png", dpi=110))
 
 
 def _progress(sizes: list[int]) -> Iterable[int]:
@@ -186,6 +177,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--window", type=int, default=10, help="steps per profiling window (one sync each)")
     parser.add_argument("--out", type=Path, required=True, help="JSON report path")
     parser.add_argument("--plot", type=Path, default=None, help="also draw the report to this PNG")
+    parser.add_argument("--force", action="store_true", help="replace existing --out / --plot files")
     parser.add_argument("--force-resets", type=int, default=0, metavar="K", help="end K rows every step")
     parser.add_argument("--no-compile", action="store_true", help="run the manager phases eagerly")
     parser.add_argument("--no-capture", action="store_true", help="on CUDA, launch the step without a CUDA graph")
