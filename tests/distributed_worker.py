@@ -1,9 +1,10 @@
 """One rank of the agent-level data-parallel checks of ``tests/test_distributed.py``.
 
-Run as ``python tests/distributed_worker.py OUT_DIR`` (or ``... learn OUT_DIR ENV_STEPS``) with
-torchrun's environment (``RANK``,
+Run as ``python tests/distributed_worker.py OUT_DIR`` (or ``... learn OUT_DIR ENV_STEPS``, or
+``... finish OUT_DIR`` / ``... finish-peer-dies OUT_DIR``) with torchrun's environment (``RANK``,
 ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``); writes ``OUT_DIR/rank<r>.pt``. The test process
-recomputes what a single process would do with the union of the ranks' data and compares.
+recomputes what a single process would do with the union of the ranks' data and compares. Every
+mode leaves through :meth:`DataParallel.finish`, as the command-line tools do.
 
 Every draw is a function of ``(rank, step)`` (:func:`batch`, :func:`scaler_step`,
 :func:`sampler_rows`), so the test rebuilds each rank's data without talking to the workers.
@@ -11,8 +12,11 @@ Every draw is a function of ``(rank, step)`` (:func:`batch`, :func:`scaler_step`
 
 from __future__ import annotations
 
+import atexit
 import copy
+import os
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -123,7 +127,8 @@ def learn(out_dir: Path, fleet_env_steps: int) -> None:
 
     launch = launch_from_env()
     assert launch is not None, "run with RANK / WORLD_SIZE set"
-    dp = DataParallel.start(launch, torch.device("cpu"), timeout_s=60)
+    # Rank 1 waits in the final barrier while rank 0 evaluates: room for a loaded machine.
+    dp = DataParallel.start(launch, torch.device("cpu"), timeout_s=240)
     try:
         seed = launch.rank
         torch.manual_seed(seed)
@@ -134,12 +139,14 @@ def learn(out_dir: Path, fleet_env_steps: int) -> None:
         settings = TrainerSettings(iterations=iterations, log_every=100, seed=seed)
         trainer = Trainer(env, agent, settings, data_parallel=dp)
         trainer.train()
-    finally:
+    except BaseException:
         dp.close()
+        raise
     if launch.rank == 0:
         eval_env = evaluation_env()
         stats = evaluate(eval_env, agent_policy(agent), eval_env.max_episode_length)
         torch.save({"return": stats["episode/return"], "env_steps": trainer.env_steps}, out_dir / "learn.pt")
+    dp.finish(0, "distributed_worker")
 
 
 def main(out_dir: Path) -> None:
@@ -198,13 +205,47 @@ def main(out_dir: Path) -> None:
         sums = [torch.tensor([1.0 + rank, 2.0]), torch.tensor(10.0 * rank)]
         table = dp.reduce_window_(sums, torch.tensor([float(rank), 7.0]))
         result["window"] = {"sums": sums, "table": table}
-    finally:
+    except BaseException:
         dp.close()
+        raise
     torch.save(result, out_dir / f"rank{rank}.pt")
+    dp.finish(0, "distributed_worker")
+
+
+FINISH_STATUS = (0, 3)
+"""The status each rank hands :meth:`DataParallel.finish` in the ``finish`` mode."""
+PEER_DELAY_S = 2.0
+"""How long rank 1 works on after the last collective before it finishes (``finish`` mode)."""
+
+
+def finish(out_dir: Path, peer_dies: bool) -> None:
+    """End both ranks through :meth:`DataParallel.finish` after one ``all_reduce``.
+
+    Each rank's ``sys.stdout`` is a block-buffered file ``OUT_DIR/rank<r>.out`` (what finish must
+    flush) and an ``atexit`` handler writes ``rank<r>.atexit`` with the time it ran. Rank 1 calls
+    finish :data:`PEER_DELAY_S` later than rank 0 and writes the time just before; rank 0 must wait
+    for it. With ``peer_dies`` rank 1 instead ends at once with status 7, never finishing.
+    """
+    launch = launch_from_env()
+    assert launch is not None, "run with RANK / WORLD_SIZE set"
+    rank = launch.rank
+    dp = DataParallel.start(launch, torch.device("cpu"), timeout_s=60)
+    dp.all_reduce_sum_(torch.ones(3))  # a collective whose tensor dies right after, as in training
+    sys.stdout = open(out_dir / f"rank{rank}.out", "w", buffering=1 << 16)  # block-buffered: finish must flush it
+    atexit.register(lambda: (out_dir / f"rank{rank}.atexit").write_text(repr(time.time())))
+    if rank == 1:
+        if peer_dies:
+            os._exit(7)
+        time.sleep(PEER_DELAY_S)
+    print(f"rank {rank} finishes at {time.time()!r}")
+    dp.finish(FINISH_STATUS[rank], "distributed_worker")
+    (out_dir / f"rank{rank}.after").write_text("finish returned")
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "learn":
         learn(Path(sys.argv[2]), int(sys.argv[3]))
+    elif sys.argv[1] in ("finish", "finish-peer-dies"):
+        finish(Path(sys.argv[2]), peer_dies=sys.argv[1] == "finish-peer-dies")
     else:
         main(Path(sys.argv[1]))

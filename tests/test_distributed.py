@@ -8,7 +8,9 @@ end-to-end ones ``torchrun -m unilab_gpu.cli.train`` or two ``python -m unilab_g
     on the union of the two ranks' batches; (b) merged normaliser, reward-scaler and sampler
     statistics equal those of the union of both ranks' data; (c) a two-rank pendulum run learns,
     logs and checkpoints once (rank 0) and resumes on one or two ranks; (d) killing one rank ends
-    the other within seconds and leaves a checkpoint that loads.
+    the other within seconds and leaves a checkpoint that loads; (e) a clean finish waits for every
+    rank, flushes, runs the exit handlers and ends with its status, or with the fleet's exit code
+    when a peer died (``tests/test_distributed_stress.py`` repeats whole runs under load).
 """
 
 from __future__ import annotations
@@ -142,6 +144,53 @@ def test_close_after_a_peer_failure_ends_the_process_without_destructors(monkeyp
     assert dp.peer_failed
     dp.close()
     assert exits == [distributed.PEER_FAILURE_EXIT_CODE]
+
+
+def test_finish_barrier_then_exit_handlers_then_exit(monkeypatch, capsys):
+    """(e) the order of a clean finish: the barrier, the atexit handlers, os._exit(status); a
+    barrier that fails (gloo's error for a closed connection) makes it the fleet's exit code."""
+    calls = []
+    monkeypatch.setattr(distributed.dist, "barrier", lambda: calls.append("barrier"))
+    monkeypatch.setattr(distributed.atexit, "_run_exitfuncs", lambda: calls.append("atexit"))
+    monkeypatch.setattr(distributed.os, "_exit", lambda status: calls.append(("exit", status)))
+    dp = distributed.DataParallel(1, 2, torch.device("cpu"))
+    dp.finish(3, "unilab-doctor")
+    assert calls == ["barrier", "atexit", ("exit", 3)]
+
+    def closed_peer():
+        raise RuntimeError("[gloo/transport/tcp/pair.cc:537] Connection closed by peer [127.0.0.1]:24998")
+
+    calls.clear()
+    monkeypatch.setattr(distributed.dist, "barrier", closed_peer)
+    dp.finish(0, "unilab-doctor")
+    assert calls == ["atexit", ("exit", distributed.PEER_FAILURE_EXIT_CODE)] and dp.peer_failed
+    assert "unilab-doctor: rank 1: final barrier failed; another rank has probably stopped" in capsys.readouterr().err
+
+
+def test_finish_waits_for_every_rank_flushes_and_exits_with_its_status(tmp_path):
+    # (e) rank 0 calls finish 2 s before rank 1 and must leave only after rank 1 reached it.
+    procs = start_ranks([str(WORKER), "finish", str(tmp_path)], tmp_path)
+    assert wait_all(procs, tmp_path, timeout=120) == list(worker.FINISH_STATUS)
+    finishing = {}
+    for rank in range(WORLD):
+        line = (tmp_path / f"rank{rank}.out").read_text()  # block-buffered: on disk only if flushed
+        assert line.startswith(f"rank {rank} finishes at ") and line.endswith("\n"), line
+        finishing[rank] = float(line.split()[-1])
+        assert (tmp_path / f"rank{rank}.atexit").is_file()  # the exit handlers ran
+        assert not (tmp_path / f"rank{rank}.after").exists()  # finish never returns
+    assert finishing[1] - finishing[0] > 0.9 * worker.PEER_DELAY_S
+    assert float((tmp_path / "rank0.atexit").read_text()) >= finishing[1]
+
+
+def test_finish_after_a_peer_died_ends_with_the_fleet_exit_code(tmp_path):
+    # (e) rank 1 ends (status 7) without finishing: rank 0's final barrier fails at once.
+    procs = start_ranks([str(WORKER), "finish-peer-dies", str(tmp_path)], tmp_path)
+    assert wait_all(procs, tmp_path, timeout=120) == [distributed.PEER_FAILURE_EXIT_CODE, 7]
+    log = (tmp_path / "rank0.log").read_text()
+    assert "distributed_worker: rank 0: final barrier failed; another rank has probably stopped" in log
+    assert "terminate called" not in log
+    assert (tmp_path / "rank0.out").read_text().startswith("rank 0 finishes at ")
+    assert (tmp_path / "rank0.atexit").is_file() and not (tmp_path / "rank0.after").exists()
 
 
 def test_replicas_equal_a_single_process_on_the_union_batch(ranks, monkeypatch):
@@ -333,3 +382,17 @@ def test_doctor_under_two_ranks_checks_replicas_and_sums_throughput(tmp_path):
     per_rank = [r["data"]["env_steps_per_s"] for r in throughput["ranks"]]
     assert len(per_rank) == WORLD and all(v > 0 for v in per_rank)
     assert throughput["total_env_steps_per_s"] == pytest.approx(sum(per_rank))
+
+
+def test_bench_under_two_ranks_reports_every_rank_and_both_end_cleanly(tmp_path):
+    """``unilab-bench`` under torchrun's environment: rank 0's report has every rank's row and
+    their sum, and both ranks leave through the final barrier with status 0."""
+    report = tmp_path / "bench.json"
+    args = ["-m", "unilab_gpu.cli.bench", "--task", "pendulum", "--num-envs", "4", "--device", "cpu"]
+    args += ["--steps", "5", "--warmup", "1", "--window", "5", "--no-compile", "--out", str(report)]
+    assert wait_all(start_ranks(args, tmp_path), tmp_path, timeout=240) == [0] * WORLD
+    (row,) = json.loads(report.read_text())["results"]
+    per_rank = [r["env_steps_per_s"] for r in row["ranks"]]
+    assert len(per_rank) == WORLD and all(v > 0 for v in per_rank)
+    assert row["total_env_steps_per_s"] == pytest.approx(sum(per_rank))
+    assert (tmp_path / "rank0.log").read_text().count(f"wrote {report}") == 1

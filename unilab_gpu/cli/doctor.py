@@ -126,12 +126,20 @@ def check_training_loop(algo: str, device: torch.device) -> Check:
 
 
 def check_capture(task: str, num_envs: int, device: torch.device, compile: bool) -> tuple[Check, Any]:
-    """Whether the whole step captures (``capture=True`` raises with the reason if not)."""
+    """Whether the whole step captures (``capture=True`` raises with the reason if not), under one
+    CUDA capture id from torch's ``capture_begin`` to its ``capture_end`` (``sim.capture``: the id
+    torch's graph pool and RNG state are keyed by; ``CudaGraph`` refuses a graph whose id changed)."""
     start = time.perf_counter()
     env = make_env(task, num_envs, device, compile=compile, capture=True, announce=False)
     env.reset()
     seconds = time.perf_counter() - start
-    return Check("whole step captures", "pass", f"{task} x {num_envs}: captured in {seconds:.0f} s"), env
+    begin, end = env._graph.capture_ids  # the env's CudaGraph
+    detail = (
+        f"{task} x {num_envs}: captured in {seconds:.0f} s; capture id {begin} after capture_begin, {end} before "
+        "capture_end"
+    )
+    status = "pass" if begin == end != 0 else "fail"
+    return Check("whole step captures", status, detail, {"capture_ids": [begin, end]}), env
 
 
 def _rollout(env, actions: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -389,14 +397,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if dp is not None:
         checks.append(_guarded("data-parallel replicas", lambda: check_data_parallel(dp, device)))
         checks = fleet_checks(dp, checks)
-        dp.close()
-        if not dp.is_main:
-            return 0 if all(c.status != "fail" for c in checks) else 1
+        if not dp.is_main:  # waits until rank 0 has written the report, then ends the process
+            dp.finish(0 if all(c.status != "fail" for c in checks) else 1, "unilab-doctor")
     result = report(device, checks, time.perf_counter() - start)
     write_json_atomic(out, result)
     print(table(checks))
     print(f"unilab-doctor: {result['verdict'].upper()} in {result['seconds']:.0f} s; report written to {out}")
-    return 0 if result["verdict"] == "pass" else 1
+    status = 0 if result["verdict"] == "pass" else 1
+    if dp is not None:
+        dp.finish(status, "unilab-doctor")
+    return status
 
 
 if __name__ == "__main__":

@@ -26,16 +26,21 @@ captured step is untouched). Every collective goes through :meth:`DataParallel._
 turns the transport error of a dead peer into :class:`PeerFailure` naming this rank; the process
 group has a timeout for peers that hang instead of dying. ``docs/training.md`` lists the
 collectives of one update, their sizes and their cost.
+
+A rank leaves in one of two ways: after a clean finish through :meth:`DataParallel.finish` (a
+final barrier, then ``os._exit`` with its status), on every other path through
+:meth:`DataParallel.close`.
 """
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -52,6 +57,14 @@ TIMEOUT_ENV = "UNILAB_DIST_TIMEOUT_S"
 
 PEER_FAILURE_EXIT_CODE = 1
 """Exit status of every rank of a data-parallel run that stopped because a rank failed."""
+
+
+def _end_process(status: int) -> NoReturn:
+    """Flush the standard streams and end the process with ``status`` at once, running no
+    destructor (see :meth:`DataParallel.finish` for why)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 class FleetError(RuntimeError):
@@ -155,6 +168,10 @@ class DataParallel:
         self._scaler_snapshot: torch.Tensor | None = None
         self.peer_failed = False
         """A collective failed (:class:`PeerFailure`): the process group is no longer usable."""
+        self.collectives_done = False
+        """Set by an entry point once this rank is past the run's last collective on a path that
+        every rank takes (the training loop returned): :meth:`finish`'s barrier then meets the
+        peers' barriers, never a peer that waits in another collective."""
 
     @classmethod
     def start(cls, launch: Launch, device: torch.device, timeout_s: float | None = None) -> DataParallel:
@@ -182,19 +199,57 @@ class DataParallel:
     def close(self) -> None:
         """Destroy the process group; after a peer failure, end the process instead.
 
-        A dead peer leaves the transport half torn down, and destroying it (or leaving that to the
-        interpreter's exit) can abort the process from C++: gloo's "terminate called without an
-        active exception", status -6 instead of the fleet's exit code. So once a collective has
-        failed, ``close`` flushes the standard streams and ends the process at once with
-        :data:`PEER_FAILURE_EXIT_CODE`, running no destructor. Call it last: logs are closed and
-        rank 0's checkpoints are already complete on disk (written atomically).
+        The way out of every path but a clean finish (:meth:`finish`): a rank's own error, a
+        second Ctrl-C in the middle of a collective. A dead peer leaves the transport half torn
+        down, and destroying it (or leaving that to the interpreter's exit) can abort the process
+        from C++: gloo's "terminate called without an active exception", status -6 instead of the
+        fleet's exit code. So once a collective has failed, ``close`` flushes the standard streams
+        and ends the process at once with :data:`PEER_FAILURE_EXIT_CODE`, running no destructor.
+        Call it last: logs are closed and rank 0's checkpoints are already complete on disk
+        (written atomically).
         """
         if self.peer_failed:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(PEER_FAILURE_EXIT_CODE)
+            _end_process(PEER_FAILURE_EXIT_CODE)
         if dist.is_initialized():
             dist.destroy_process_group()
+
+    def finish(self, status: int, program: str) -> NoReturn:
+        """End this rank after a clean finish: wait for every rank, then leave with ``status``.
+
+        The one way out of ``unilab-train``, ``unilab-bench`` and ``unilab-doctor`` once every
+        rank is past its last collective of the run (the training loop returned, the reports are
+        gathered). Call it last, with logs closed and files written: nothing after it runs.
+
+        1. A barrier: every rank is done with the process group, so no rank leaves while a peer
+           still waits for its part of a collective. If it fails (a peer died at the very end),
+           the line ``<program>: rank R: final barrier failed; ...`` and the fleet's
+           :data:`PEER_FAILURE_EXIT_CODE` replace ``status``.
+        2. The ``atexit`` handlers (logging's flush among them) and a flush of the standard
+           streams, as at a normal exit.
+        3. ``os._exit(status)``: no interpreter finalization and no C++ static destructors.
+
+        Why not ``destroy_process_group()`` and a normal exit: it drops only c10d's own
+        references to the group, and the gloo backend (two ``pt_gloo_runloop`` workers, the
+        ``gloo_tcp_loop`` thread, on rank 0 of a plain launch the TCPStore server) lives as long as
+        the last reference to it. In these processes that is the interpreter's: ``import
+        torch._dynamo`` (which the agents import) keeps ten references that
+        ``destroy_process_group`` leaves (measured with torch 2.13: the four threads still run
+        after it and during ``atexit``). The group then dies while the interpreter is torn down,
+        where a gloo worker that drops the last reference to a collective's tensor must take the
+        GIL, and a thread that takes the GIL of a finalizing interpreter is ended with
+        ``pthread_exit``, whose unwinding through a ``noexcept`` C++ frame is ``std::terminate``
+        (pytorch/pytorch#179291); what is still alive after finalization meets the static
+        destructors of libtorch and gloo instead. Either way the run ended with SIGABRT, rarely,
+        under load. ``os._exit`` runs neither: the kernel ends the threads and closes the sockets,
+        which after the barrier carry no unread message, so the peers' own barriers complete.
+        """
+        try:
+            self._collective("final barrier", dist.barrier)
+        except PeerFailure as error:
+            print(f"{program}: {error}", file=sys.stderr)
+            status = PEER_FAILURE_EXIT_CODE
+        atexit._run_exitfuncs()
+        _end_process(status)
 
     # -- collectives ---------------------------------------------------------------------------
     def _collective(self, what: str, run: Callable[[], Any]) -> Any:
