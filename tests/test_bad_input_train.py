@@ -410,6 +410,17 @@ def test_lock_file_that_is_a_link_or_folder_is_refused_and_never_truncated(run_d
     assert victim.read_text() == "precious" and _snapshot(run_dir) == before
 
 
+def test_run_files_that_are_links_are_refused(run_dir, tmp_path, capsys):
+    elsewhere = tmp_path / "elsewhere.yaml"
+    elsewhere.write_bytes((run_dir / "config.yaml").read_bytes())
+    (run_dir / "config.yaml").unlink()
+    (run_dir / "config.yaml").symlink_to(elsewhere)
+    before, kept = _snapshot(run_dir), elsewhere.read_bytes()
+    assert main([f"resume={run_dir}", "total_env_steps=12"]) == 2
+    assert f"resume: {run_dir / 'config.yaml'} is a symbolic link; a run folder's files must be plain" in _error(capsys)
+    assert _snapshot(run_dir) == before and elsewhere.read_bytes() == kept
+
+
 def test_checkpoint_with_python_objects_is_refused_without_torchs_advice(run_dir, capsys):
     torch.save({"format_version": 1, "payload": OrderedDictSubclass()}, run_dir / "checkpoint.pt")
     before = _snapshot(run_dir)

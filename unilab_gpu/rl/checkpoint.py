@@ -219,6 +219,11 @@ def open_run_folder(run_dir: Path) -> tuple[RunLock, list[str]]:
     """
     if not run_dir.is_dir() or not holds_run(run_dir):
         raise RunFolderError(f"resume: {run_dir} is not a run folder (no {CONFIG_NAME} or {CHECKPOINT_NAME} in it)")
+    for name in (CONFIG_NAME, CHECKPOINT_NAME):  # rewritten by the run: never through a link
+        path = run_dir / name
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            what = "a symbolic link" if path.is_symlink() else "not a regular file"
+            raise RunFolderError(f"resume: {path} is {what}; a run folder's files must be plain files")
     lock = RunLock(run_dir)
     notes = []
     if lock.stale_owner is not None:
