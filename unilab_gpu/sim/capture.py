@@ -7,15 +7,34 @@ The recipe follows Warp's own torch-interop capture test (``warp/tests/interop/t
    take its one long-lived Warp stream object (:func:`~unilab_gpu.sim.device.warp_stream`).
 2. Warm ``fn`` up eagerly on that stream (Warp modules, ``torch.compile`` graphs, cuBLAS handles
    and MJWarp's lazily built kernels must all exist before capture).
-3. Enter ``wp.ScopedStream`` on the Warp object *before* ``torch.cuda.graph(stream=...)`` begins,
-   so Warp's current stream is the capturing stream and entering it never records a wait inside
-   the capture.
-4. Inside, ``wp.capture_begin(stream=..., external=True, capture_mode=GLOBAL)``: Warp registers
-   the capture torch started (``device.captures[stream]``), so MJWarp's ``wp.capture_while``
-   solver loop becomes conditional graph nodes instead of a host loop with a synchronize, and
-   Warp resumes the capture after each conditional node in torch's own mode (``"global"``).
-5. ``wp.capture_end`` returns a ``wp.Graph`` that holds the modules and the graph allocations the
-   capture used: it is kept alive as long as the torch graph.
+3. Enter ``wp.ScopedStream`` on the Warp object, then torch's capture on the capture stream
+   (``CUDAGraph.capture_begin`` in torch's ``"global"`` mode), so Warp's current stream is the
+   capturing stream and entering it never records a wait inside the capture.
+4. ``wp.capture_begin(stream=..., external=True, capture_mode=GLOBAL)``: Warp registers the
+   capture torch started (``device.captures[stream]``), so its graph allocations (MJWarp's
+   ``wp.full`` temporaries) and module retention follow the capture.
+5. ``wp.capture_end`` returns a ``wp.Graph`` that retains the modules the capture used: kept alive
+   as long as the torch graph. Its ``graph`` handle is torch's ``cudaGraph_t``, which torch owns
+   (``CUDAGraph::capture_end`` destroys it after instantiation); it is cleared so that the Warp
+   object's destructor never destroys it a second time.
+
+**One capture id.** torch routes the allocations of a capture to the graph's private pool, and
+(torch >= 2.13) keeps the generator's per-capture RNG state, by the CUDA capture id it read at
+``capture_begin``. Anything that ends and resumes the capture in between (Warp's
+``wp.capture_while``/``capture_if`` do, through ``cudaStreamEndCapture`` and
+``cudaStreamBeginCaptureToGraph``) gives the stream a new id that torch does not know: later
+allocations escape the pool, later random draws fail or go untracked. So the id read right after
+``capture_begin`` must equal the one read just before ``capture_end``; :class:`CudaGraph` checks it
+and raises :class:`CaptureIdChangedError` otherwise. The simulator keeps MJWarp off that path on
+CUDA (``opt.graph_conditional = False``: a fixed number of solver iterations, no conditional nodes).
+
+**Failure.** The caller's current stream is restored whatever happens. If ``fn`` fails inside
+the capture but torch's ``capture_end`` succeeds, torch's allocator and generator have left
+capture mode and the error propagates as it is (an eager fallback is safe). If ``capture_end``
+itself fails inside CUDA, torch leaves its allocator routing to the dead capture and its
+generator marked as capturing (torch 2.11: every later random draw on the device raises):
+:class:`CaptureAbortedError` ends the process with one line instead of an eager fallback that
+would run on that state.
 
 MJWarp's own graphs are never launched inside ours: conditional nodes cannot be nested in a graph
 that is itself replayed as a child. On CPU there is nothing to capture: callers run the same
@@ -29,18 +48,27 @@ from collections.abc import Callable
 
 import torch
 import warp as wp
+from warp._src import context as warp_context
 
 from unilab_gpu.sim.device import resolve_device, warp_device, warp_stream
 
-MIN_DRIVER = (12, 4)
-"""CUDA driver version that introduced the conditional graph nodes MJWarp's solver loop needs."""
-
 TORCH_CAPTURE_MODE = "global"
-"""``torch.cuda.graph``'s capture mode; Warp is told the same (``wp.CaptureMode.GLOBAL``)."""
+"""torch's capture mode (``CUDAGraph.capture_begin``); Warp is told the same (``wp.CaptureMode.GLOBAL``)."""
 
 
 class CaptureUnsupportedError(RuntimeError):
     """This device or driver cannot capture the step as one CUDA graph."""
+
+
+class CaptureIdChangedError(RuntimeError):
+    """The stream's capture id changed during capture; the graph was discarded (see the module docstring)."""
+
+
+class CaptureAbortedError(SystemExit):
+    """torch's ``capture_end`` failed inside CUDA: this process's CUDA state cannot be trusted.
+
+    A ``SystemExit`` on purpose: ``except Exception`` fallbacks must not catch it.
+    """
 
 
 def capture_unsupported_reason(device: str | torch.device) -> str | None:
@@ -49,19 +77,21 @@ def capture_unsupported_reason(device: str | torch.device) -> str | None:
     if device.type != "cuda":
         return f"device '{device}' is not a CUDA device; the step runs without a CUDA graph"
     wp_dev = warp_device(device)
-    driver = wp.get_cuda_driver_version()
-    if driver is None or tuple(driver) < MIN_DRIVER or not wp.is_conditional_graph_supported():
-        found = "none" if driver is None else ".".join(map(str, driver))
-        return (
-            f"CUDA driver {found} < {MIN_DRIVER[0]}.{MIN_DRIVER[1]} (or Warp built without conditional graph "
-            "support): MJWarp's solver loop needs conditional graph nodes; the step runs eagerly"
-        )
     if not wp.is_mempool_enabled(wp_dev):
         return (
             f"Warp's memory pool is disabled on {wp_dev}: MJWarp allocates temporaries during a step, "
             "which a CUDA graph capture can only do from a memory pool (wp.set_mempool_enabled)"
         )
     return None
+
+
+def stream_capture_id(stream: wp.Stream) -> int:
+    """The CUDA capture id of ``stream``'s active capture (``cuStreamGetCaptureInfo``), 0 if none.
+
+    Read through Warp's native binding, the one Warp's own ``capture_begin`` and
+    ``capture_resume`` use (``warp/_src/context.py``), with torch 2.11 and 2.13 alike.
+    """
+    return int(warp_context.runtime.core.wp_cuda_stream_get_capture_id(stream.cuda_stream))
 
 
 class CudaGraph:
@@ -78,6 +108,8 @@ class CudaGraph:
 
         Raises:
           CaptureUnsupportedError: the device or driver cannot capture; the message says why.
+          CaptureIdChangedError: something ended and resumed the capture inside ``fn``.
+          CaptureAbortedError: torch's ``capture_end`` failed (a ``SystemExit``: not recoverable).
         """
         reason = capture_unsupported_reason(device)
         if reason is not None:
@@ -97,24 +129,49 @@ class CudaGraph:
 
             self.graph = torch.cuda.CUDAGraph()
             self.warp_graph: wp.Graph | None = None
-            """Warp's record of the capture (modules, graph allocations): kept alive with the graph."""
+            """Warp's record of the capture (the modules it used): kept alive with the graph."""
+            self.capture_ids: tuple[int, int] = (0, 0)
+            """The stream's capture id right after ``capture_begin`` and just before ``capture_end``."""
             gc_was_enabled = gc.isenabled()
             gc.disable()  # a collection during capture could free a tensor the graph records
             try:
-                with (
-                    wp.ScopedStream(wp_stream),
-                    torch.cuda.graph(self.graph, stream=self.stream, capture_error_mode=TORCH_CAPTURE_MODE),
-                ):
-                    wp.capture_begin(
-                        stream=wp_stream, external=True, capture_mode=wp.CaptureMode.GLOBAL, force_module_load=False
-                    )
-                    try:
-                        fn()
-                    finally:
-                        self.warp_graph = wp.capture_end(stream=wp_stream)
+                with wp.ScopedStream(wp_stream), torch.cuda.stream(self.stream):
+                    self._capture(fn, wp_stream)
             finally:
+                torch.cuda.set_stream(caller)  # torch.cuda.stream restores it too; this also covers its own failure
                 if gc_was_enabled:
                     gc.enable()
+        begin, end = self.capture_ids
+        if begin != end:
+            raise CaptureIdChangedError(
+                f"the CUDA capture id changed during capture ({begin} -> {end}): something ended and resumed the "
+                "capture (e.g. Warp's capture_while, MJWarp's solver loop with opt.graph_conditional=True); torch "
+                "routes the graph's allocations and RNG state by the first id, so the graph was discarded"
+            )
+
+    def _capture(self, fn: Callable[[], None], wp_stream: wp.Stream) -> None:
+        """torch's capture around Warp's around ``fn``, on the current (capture) stream; each ends in a ``finally``."""
+        self.graph.capture_begin(capture_error_mode=TORCH_CAPTURE_MODE)
+        try:
+            begin = stream_capture_id(wp_stream)
+            wp.capture_begin(
+                stream=wp_stream, external=True, capture_mode=wp.CaptureMode.GLOBAL, force_module_load=False
+            )
+            try:
+                fn()
+                self.capture_ids = (begin, stream_capture_id(wp_stream))
+            finally:
+                self.warp_graph = wp.capture_end(stream=wp_stream)
+                self.warp_graph.graph = None  # torch's cudaGraph_t: torch destroys it, Warp must not
+        finally:
+            try:
+                self.graph.capture_end()
+            except Exception as error:
+                raise CaptureAbortedError(
+                    f"unilab-gpu: CUDA graph capture failed inside CUDA on {self.device} ({type(error).__name__}: "
+                    f"{error}); torch's allocator and RNG state may still be in capture mode, so this process cannot "
+                    "go on on this device: run again with capture=False (the step then runs eagerly)"
+                ) from error
 
     def replay(self) -> None:
         """Launch the captured work on torch's current stream of the graph's device; no wait."""

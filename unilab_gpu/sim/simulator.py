@@ -131,6 +131,12 @@ class Simulator:
             self.model = mjw.put_model(mj_model, batch_sizes={f: num_envs for f in batched_model_fields})
             if deterministic:
                 self.model.opt.deterministic = mjw.DeterminismType.ALL
+            if self.wp_device.is_cuda:
+                # A fixed number of solver iterations instead of MJWarp's early-exit loop: its
+                # wp.capture_while ends and resumes the stream capture (a new CUDA capture id, which
+                # torch's graph pool and RNG state cannot follow: sim/capture.py), and without a
+                # capture it synchronizes the host at every iteration. Converged worlds skip the rest.
+                self.model.opt.graph_conditional = False
             self.data = mjw.make_data(mj_model, nworld=num_envs, nconmax=nconmax, njmax=njmax)
             self._body_lin_vel = wp.zeros((num_envs, mj_model.nbody), dtype=wp.vec3)
             self._body_ang_vel = wp.zeros((num_envs, mj_model.nbody), dtype=wp.vec3)
