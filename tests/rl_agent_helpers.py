@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
+import pytest
 import torch
 
 from unilab_gpu.rl.replay import ReplayBuffer
@@ -65,3 +67,15 @@ TINY_FLASHSAC_OVERRIDES = [
     "algo.num_atoms=11",
 ]
 """``unilab-train`` overrides of the smallest FlashSAC, for runs that test the tooling around training."""
+
+
+def tensorboard_events(run_dir: str | os.PathLike) -> Any:
+    """The TensorBoard events written under ``run_dir``, loaded (an ``EventAccumulator``).
+
+    Imported here, not at module level: ``pytest -m gpu`` collects every test module, and a
+    machine without tensorboard skips the tests that read events instead of failing collection.
+    """
+    accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    events = accumulator.EventAccumulator(str(run_dir))
+    events.Reload()
+    return events

@@ -4,7 +4,7 @@ checkpoint, and ``unilab-play`` on it (with per-body tracking errors on the trac
 from __future__ import annotations
 
 import pytest
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from rl_agent_helpers import tensorboard_events
 
 from unilab_gpu.cli.play import play
 from unilab_gpu.cli.train import main
@@ -44,8 +44,7 @@ def run_dir(tmp_path_factory):
 
 
 def test_events_hold_the_documented_scalars(run_dir):
-    events = EventAccumulator(str(run_dir))
-    events.Reload()
+    events = tensorboard_events(run_dir)
     tags = set(events.Tags()["scalars"])
     expected = {
         "train/reward_mean",

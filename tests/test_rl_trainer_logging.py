@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from rl_agent_helpers import tensorboard_events
 
 from unilab_gpu.rl.flashsac import FlashSacAgent
 from unilab_gpu.rl.logger import Progress, TrainLogger
@@ -49,8 +49,7 @@ def test_logger_writes_scalars_at_env_steps(tmp_path):
     logger.log(1, 64, SCALARS)
     logger.log(2, 128, {"loss/critic": 2.5})
     logger.close()
-    events = EventAccumulator(str(tmp_path))
-    events.Reload()
+    events = tensorboard_events(tmp_path)
     critic = [(e.step, e.value) for e in events.Scalars("loss/critic")]
     assert critic == [(64, 3.0), (128, 2.5)]
     assert events.Scalars("train/reward_mean")[0].value == pytest.approx(-1.23456)
