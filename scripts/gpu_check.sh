@@ -1,85 +1,153 @@
 #!/usr/bin/env bash
-# One command for a machine with a CUDA GPU: self-check, GPU tests, benchmark, short training.
+# One command for a machine with a CUDA GPU: self-check, GPU tests, training, benchmark.
 #
 #   OUT=/some/dir bash scripts/gpu_check.sh        # default OUT: ./gpu_check_out
 #
-# Writes to $OUT: environment.txt, doctor.json, gpu_tests.xml, bench_gpu_capture_{on,off}.json,
-# train_check.json, and summary.txt (one line per block with its exit status and seconds);
-# LEARNING_CURVES=1 adds the GPU-sized learning curves (block 6), SKIP_CHECKS=1 skips blocks 1-5:
-#   OUT=/some/dir SKIP_CHECKS=1 LEARNING_CURVES=1 bash scripts/gpu_check.sh
-# Installs nothing from the network; Python packages the machine lacks (mujoco, mujoco-warp,
-# warp-lang, hydra-core) can travel as wheels in ./.whl/ and are installed from there offline.
+# The machine's own python3 and torch run everything. Packages it lacks (mujoco, mujoco-warp,
+# warp-lang, hydra-core, ...) come from the offline bundle of scripts/gpu_bundle.sh: its transfer
+# parts $BUNDLE/1, $BUNDLE/2, ... (default BUNDLE=.gpu_bundle) are staged in $BUNDLE_STAGE
+# (default /tmp/unilab_gpu_bundle; a part carried by an earlier call is already there), and
+# the whole bundle is installed into $BUNDLE_TARGET (default /tmp/unilab_gpu_site) and used
+# through PYTHONPATH. Nothing is fetched from the network.
 #
-# Time budgets (seconds, each block is cut at its budget; a cold Warp + Triton kernel cache is
-# paid in the doctor block, the first to build a G1 env): doctor 180, tests 150, bench 2 x 45,
-# training 120; at most 540 s in all (9 minutes).
-# Exits non-zero if CUDA is unusable (before anything else) or if any block fails or times out.
+# Blocks, in this order so that a run cut short still has the key facts (gpu_check.json after
+# every block: CUDA usable, capture works, replay == eager, no sync in replay, env-steps/s at
+# 4096 envs), each with a time budget in seconds:
+#   0 environment (90): CUDA, versions, and whether Triton can build (a C compiler and Python
+#     headers); without them everything below runs without torch.compile (one warning line);
+#   1 doctor (180): unilab-doctor on g1_tracking at 4096 envs, eager terms (a cold Warp kernel
+#     cache is paid here): capture, capture id, replay == eager, no sync in replay, speed, phases;
+#   2 gpu_tests (120): pytest -m gpu with UNILAB_REQUIRE_GPU=1 (unusable CUDA fails, never skips);
+#   3 train (100): FlashSAC on G1 tracking at 4096 envs, compiled agent and env, captured step;
+#   4 bench_capture_{on,off} (35 each): the tracking step at 1024 / 4096 / 8192 envs;
+#   5 dist_* (only with more than one GPU);
+# at most GPU_CHECK_SECONDS (default 480: 8 minutes) in all, bundle install included: a block
+# is cut at its budget or at that deadline, whichever comes first, and one that cannot start
+# with 20 s left is recorded as skipped. LEARNING_CURVES=1 adds block 6 (a second call:
+# SKIP_CHECKS=1 LEARNING_CURVES=1 runs only that one).
+# Writes to $OUT: gpu_check.json, environment.txt, doctor.json, gpu_tests.xml,
+# train_check.json, bench_gpu_capture_{on,off}.json, summary.txt (one line per block).
+# Exits 2 if CUDA is unusable (before anything else), 3 if the bundle is incomplete or does not
+# install, 1 if a block fails, is cut or skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+START=$(date +%s)
+DEADLINE=$((START + ${GPU_CHECK_SECONDS:-480}))
 OUT="${OUT:-$PWD/gpu_check_out}"
 mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
+BUNDLE="${BUNDLE:-.gpu_bundle}"
 status=0
 : > "$OUT/summary.txt"
 
-if [ -d .whl ]; then
-  "$PY" -m pip install --quiet --no-index --find-links .whl mujoco mujoco-warp warp-lang hydra-core \
-    2>&1 | tail -n 3
-fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# The bundle: its transfer parts carried in this call ($BUNDLE/1, $BUNDLE/2, ...) are staged in
+# $BUNDLE_STAGE, which keeps the parts of earlier calls while the machine stays up; once it
+# holds the whole bundle, it is installed into $BUNDLE_TARGET.
+stage="${BUNDLE_STAGE:-/tmp/unilab_gpu_bundle}"
+site="${BUNDLE_TARGET:-/tmp/unilab_gpu_site}"
+bundle=none
+for part in "$BUNDLE"/[0-9]*/install.sh; do
+  [ -f "$part" ] || continue
+  bash "$part" --stage "$stage"
+  case $? in 0) bundle=complete ;; 4) bundle=incomplete ;; *) bundle=broken && break ;; esac
+done
+[ "$bundle" = none ] && [ -f "$stage/install.sh" ] && bundle=complete  # staged whole by an earlier call
+case $bundle in
+  complete)
+    if ! bash "$stage/install.sh" "$site" "$PY"; then
+      echo "gpu_check: the bundle in $stage did not install; nothing else was run" | tee -a "$OUT/summary.txt"
+      exit 3
+    fi
+    export PYTHONPATH="$PWD:$site${PYTHONPATH:+:$PYTHONPATH}"
+    echo "bundle exit=0 seconds=$(($(date +%s) - START)) target=$site" | tee -a "$OUT/summary.txt"
+    ;;
+  none) export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" ;;  # the machine's own packages
+  *)
+    echo "gpu_check: the bundle in $stage is $bundle (stage every part first: docs/gpu_check.md);" \
+      "nothing else was run" | tee -a "$OUT/summary.txt"
+    exit 3
+    ;;
+esac
 
-# 0. CUDA must work: a green check of skipped GPU tests would prove nothing.
-if ! "$PY" - <<'PY' 2>&1 | tee "$OUT/environment.txt"; then
-import sys
-import torch, warp as wp, mujoco, mujoco_warp
-if not torch.cuda.is_available():
-    sys.exit(f"gpu_check: FAILED: torch {torch.__version__} (CUDA build {torch.version.cuda}) sees no CUDA device")
-x = torch.ones(1, device="cuda") + 1  # a real launch, not just a device count
-torch.cuda.synchronize()
-print("torch", torch.__version__, "cuda", torch.version.cuda, "devices", torch.cuda.device_count(),
-      torch.cuda.get_device_name(0))
-print("warp", wp.__version__, "driver", wp.get_cuda_driver_version(), "mujoco", mujoco.__version__,
-      "mujoco_warp", mujoco_warp.__version__)
-PY
+summarize() {  # gpu_check.json: the key facts so far, rewritten (renamed over) after every block
+  if "$PY" scripts/gpu_check_facts.py summary "$OUT" > "$OUT/.gpu_check.json.tmp"; then
+    mv -f "$OUT/.gpu_check.json.tmp" "$OUT/gpu_check.json"
+  else
+    echo "gpu_check: gpu_check.json not updated (see above)"
+  fi
+}
+
+# 0. CUDA must work: a green check of skipped GPU tests would prove nothing. Triton (torch.compile)
+#    builds a C driver at first use: it needs a C compiler (CC, gcc or clang) and Python.h
+#    (scripts/gpu_check_facts.py).
+env_start=$(date +%s)
+timeout 90 "$PY" scripts/gpu_check_facts.py environment > "$OUT/.environment.json.tmp" 2> "$OUT/environment.txt"
+env_rc=$?
+cat "$OUT/environment.txt"
+[ -s "$OUT/.environment.json.tmp" ] && mv -f "$OUT/.environment.json.tmp" "$OUT/environment.json"
+if [ $env_rc -ne 0 ]; then
+  [ $env_rc -eq 124 ] && echo "gpu_check: the environment check ran past its 90 s budget"
   echo "gpu_check: CUDA is not usable here; nothing else was run" | tee -a "$OUT/summary.txt"
+  summarize
   exit 2
 fi
+echo "environment exit=0 seconds=$(($(date +%s) - env_start)) budget=90" | tee -a "$OUT/summary.txt"
+train_compile=()  # without Triton: compile=false for training, the Inductor test deselected
+test_select=()
+if ! "$PY" -c "import json, sys; sys.exit(not json.load(open('$OUT/environment.json'))['torch_compile'])"; then
+  echo "gpu_check: WARNING: Triton cannot build here (no C compiler or Python headers, see environment.txt):" \
+    "everything runs without torch.compile"
+  train_compile=(compile=false)
+  test_select=(-k "not inductor")
+fi
+summarize
 
-block() {  # block NAME BUDGET_S COMMAND...: run with a time limit, record status and seconds
-  local name=$1 budget=$2 start rc
+block() {  # block NAME BUDGET_S COMMAND...: run within min(budget, time left), record status and seconds
+  local name=$1 budget=$2 start rc left
   shift 2
   start=$(date +%s)
+  left=$((DEADLINE - start))
+  if [ "$left" -lt 20 ]; then
+    status=1
+    echo "$name exit=skipped seconds=0 budget=$budget reason=out_of_time" | tee -a "$OUT/summary.txt"
+    return
+  fi
+  [ "$left" -lt "$budget" ] && budget=$left
   timeout "$budget" "$@"
   rc=$?
   [ $rc -eq 124 ] && echo "gpu_check: $name ran past its ${budget} s budget"
   [ $rc -ne 0 ] && status=1
-  echo "$name exit=$rc seconds=$(( $(date +%s) - start )) budget=$budget" | tee -a "$OUT/summary.txt"
+  echo "$name exit=$rc seconds=$(($(date +%s) - start)) budget=$budget" | tee -a "$OUT/summary.txt"
+  summarize
 }
 
 if [ "${SKIP_CHECKS:-0}" != 1 ]; then  # blocks 1-5; SKIP_CHECKS=1 runs only block 6
 
-# 1. unilab-doctor: capture, replay == eager (deterministic), no sync in replay, speed and phases.
-block doctor 180 "$PY" -m unilab_gpu.cli.doctor --device cuda --out "$OUT/doctor.json"
+# 1. The key facts first: the captured tracking step at 4096 envs, eager terms (no Inductor
+#    compile on a cold cache): capture (and its capture id), replay == eager over 100 steps in
+#    MJWarp's deterministic mode, no sync during replay, env-steps/s against physics alone, phases.
+block doctor 180 "$PY" -m unilab_gpu.cli.doctor --device cuda --tasks g1_tracking --num-envs 4096 --no-compile \
+  --out "$OUT/doctor.json"
 
 # 2. Tests marked gpu; with UNILAB_REQUIRE_GPU=1 they error instead of skipping without CUDA.
-block gpu_tests 150 env UNILAB_REQUIRE_GPU=1 "$PY" -m pytest -m gpu -q -rs -p no:cacheprovider \
+block gpu_tests 120 env UNILAB_REQUIRE_GPU=1 "$PY" -m pytest -m gpu -q -rs -p no:cacheprovider "${test_select[@]}" \
   --junitxml="$OUT/gpu_tests.xml"
 
-# 3. unilab-bench: the tracking step at 1024 / 4096 / 8192 envs with the CUDA graph on and off
-#    (eager terms: no torch.compile time), physics alone in the same run, per-phase ms from events
-#    inside the graph. The JSON is rewritten after every size, so a cut run keeps what it measured.
+# 3. FlashSAC on G1 tracking at 4096 envs (compiled agent and env, captured step); fails unless
+#    updates ran and every logged loss is finite.
+block train 100 "$PY" scripts/gpu_train_check.py --device cuda --num-envs 4096 --seconds 40 --max-seconds 95 \
+  --out "$OUT/train_check.json" -- "${train_compile[@]}"
+
+# 4. unilab-bench: the tracking step at 1024 / 4096 / 8192 envs with the CUDA graph on and off
+#    (eager terms), physics alone in the same run, per-phase ms from events inside the graph.
+#    The JSON is rewritten after every size, so a cut run keeps what it measured.
 for capture in on off; do
   flags=(--out "$OUT/bench_gpu_capture_$capture.json")
   [ "$capture" = off ] && flags+=(--no-capture)
   "$PY" -c "import matplotlib" 2>/dev/null && flags+=(--plot "$OUT/bench_gpu_capture_$capture.png")
-  block "bench_capture_$capture" 45 "$PY" -m unilab_gpu.cli.bench --task g1_tracking --device cuda \
+  block "bench_capture_$capture" 35 "$PY" -m unilab_gpu.cli.bench --task g1_tracking --device cuda \
     --num-envs 1024 4096 8192 --steps 50 --warmup 5 --no-compile "${flags[@]}"
 done
-
-# 4. Two minutes of FlashSAC on G1 tracking at 4096 envs (compiled agent and env, captured step);
-#    fails unless updates ran and every logged loss is finite.
-block train 120 "$PY" scripts/gpu_train_check.py --device cuda --num-envs 4096 --seconds 45 --max-seconds 110 \
-  --out "$OUT/train_check.json"
 
 # 5. Only with more than one visible GPU: data-parallel training, one rank per GPU (torchrun):
 #    a short FlashSAC run on G1 tracking that must finish and checkpoint, the doctor on every rank
@@ -89,7 +157,7 @@ gpus=$("$PY" -c "import torch; print(torch.cuda.device_count())")
 if [ "$gpus" -gt 1 ]; then
   block dist_train 150 "$PY" -m torch.distributed.run --nproc_per_node="$gpus" -m unilab_gpu.cli.train \
     algo=flashsac total_env_steps=$((gpus * 1024 * 200)) env.num_envs=1024 log_every=50 export_onnx=false \
-    run_dir="$OUT/dist_run"
+    run_dir="$OUT/dist_run" "${train_compile[@]}"
   block dist_doctor 150 "$PY" -m torch.distributed.run --nproc_per_node="$gpus" -m unilab_gpu.cli.doctor \
     --tasks pendulum --num-envs 1024 --no-compile --out "$OUT/doctor_fleet.json"
   block dist_bench 150 "$PY" scripts/bench_distributed.py --device cuda --task g1_tracking --num-envs 1024 \
@@ -98,10 +166,10 @@ fi
 
 fi  # SKIP_CHECKS
 
-# 6. Only with LEARNING_CURVES=1 (a second device call: it adds about 9 minutes): the learning
-#    curves of issues 10 and 13 at GPU size, G1 tracking (SAC, 4096 envs, the real clip when
-#    ../shared is there) and G1 velocity (SAC, 2048 envs), each against its untrained policy.
-#    Run it alone with SKIP_CHECKS=1 to skip blocks 1-5.
+# 6. Only with LEARNING_CURVES=1 (a second device call with GPU_CHECK_SECONDS=570: about 9
+#    minutes): the learning curves of issues 10 and 13 at GPU size, G1 tracking (SAC, 4096 envs,
+#    the real clip when ../shared is there) and G1 velocity (SAC, 2048 envs), each against its
+#    untrained policy. Run it alone with SKIP_CHECKS=1 to skip blocks 1-5.
 if [ "${LEARNING_CURVES:-0}" = 1 ]; then
   clip=()  # the built-in synthetic clip where the shared real one is not on this machine
   "$PY" -c "import sys; sys.path.insert(0, 'scripts'); import learning_curve as lc; assert lc.SHARED_CLIP.is_file()" \
@@ -113,6 +181,6 @@ if [ "${LEARNING_CURVES:-0}" = 1 ]; then
     --plot "$OUT/g1_velocity_sac_gpu.png"
 fi
 
-echo "gpu_check: results in $OUT (exit $status)"
+echo "gpu_check: results in $OUT (exit $status, $(($(date +%s) - START)) s)"
 cat "$OUT/summary.txt"
 exit $status

@@ -1,25 +1,75 @@
-"""scripts/gpu_check.sh fails loudly where CUDA is unusable, and so does ``pytest -m gpu`` under it."""
+"""scripts/gpu_check.sh fails loudly where CUDA is unusable, and so does ``pytest -m gpu`` under it;
+it installs the offline bundle when one is there; its facts script (Triton's build needs, the key
+facts summary) on hand-made inputs."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from test_gpu_bundle import bundle, layout  # noqa: F401  (the fake bundle fixture, the part splitter)
+
 ROOT = Path(__file__).resolve().parents[1]
 CPU_ONLY = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+spec = importlib.util.spec_from_file_location("gpu_check_facts", ROOT / "scripts" / "gpu_check_facts.py")
+facts = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(facts)
+
+
+def _gpu_check(out: Path, bundle_dir: Path, target: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**CPU_ONLY, "OUT": str(out), "PYTHON": sys.executable, "BUNDLE": str(bundle_dir)}
+    env["BUNDLE_STAGE"] = str(out.parent / f"{out.name}_stage")
+    if target is not None:
+        env["BUNDLE_TARGET"] = str(target)
+    return subprocess.run(
+        ["bash", "scripts/gpu_check.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_gpu_check_stops_with_an_error_before_running_anything_without_cuda(tmp_path) -> None:
-    env = {**CPU_ONLY, "OUT": str(tmp_path), "PYTHON": sys.executable}
-    run = subprocess.run(
-        ["bash", "scripts/gpu_check.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
+    run = _gpu_check(tmp_path, tmp_path / "no_bundle")
     assert run.returncode == 2, run.stdout + run.stderr
     assert "sees no CUDA device" in run.stdout + run.stderr
     assert "CUDA is not usable here; nothing else was run" in (tmp_path / "summary.txt").read_text()
     assert not (tmp_path / "doctor.json").exists()
+    summary = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert summary["cuda_usable"] is False and summary["capture_works"] is None and summary["blocks"] == []
+
+
+def test_gpu_check_stages_and_installs_the_bundle_first(bundle, tmp_path) -> None:  # noqa: F811
+    """Part 2 carried by an earlier call, part 1 now: staged, installed, then (no CUDA here) exit 2."""
+    count = layout.split(bundle, tmp_path / "carried", 20_000)
+    out, target = tmp_path / "out", tmp_path / "site"
+    first = tmp_path / "first_call"
+    (first / str(count)).parent.mkdir()
+    shutil.copytree(tmp_path / "carried" / str(count), first / str(count))
+    run = _gpu_check(out, first, target)  # only the last part: the stage is incomplete
+    assert run.returncode == 3 and "is incomplete (stage every part first" in run.stdout, run.stdout + run.stderr
+    second = tmp_path / "second_call"
+    for k in range(1, count):
+        shutil.copytree(tmp_path / "carried" / str(k), second / str(k))
+    run = _gpu_check(out, second, target)  # same OUT, same stage: the rest arrives
+    assert run.returncode == 2, run.stdout + run.stderr  # installed; then no CUDA here
+    assert f"installed into {target}" in run.stdout
+    assert (target / "tinypkg" / "__init__.py").is_file() and (target / "tinypkg" / "bin" / "lib.so").is_file()
+    first_line = (out / "summary.txt").read_text().splitlines()[0]
+    assert first_line.startswith("bundle exit=0 ") and first_line.endswith(f"target={target}")
+    assert json.loads((out / "gpu_check.json").read_text())["blocks"][0]["block"] == "bundle"
+
+
+def test_gpu_check_stops_on_a_broken_bundle(bundle, tmp_path) -> None:  # noqa: F811
+    layout.split(bundle, tmp_path / "carried", 1_000_000)
+    (tmp_path / "carried" / "1" / "unpack.txt").write_text("tampered\n")  # no longer matches SHA256SUMS
+    run = _gpu_check(tmp_path / "out", tmp_path / "carried", tmp_path / "site")
+    assert run.returncode == 3
+    assert "does not match its SHA256SUMS line" in run.stderr
+    assert "did not install; nothing else was run" in (tmp_path / "out" / "summary.txt").read_text()
+    assert not (tmp_path / "out" / "environment.json").exists()
 
 
 def test_required_gpu_tests_error_instead_of_skipping_without_cuda() -> None:
@@ -30,3 +80,56 @@ def test_required_gpu_tests_error_instead_of_skipping_without_cuda() -> None:
     )
     run = subprocess.run(args, cwd=ROOT, env=CPU_ONLY, capture_output=True, text=True)
     assert run.returncode == 0 and "skipped" in run.stdout  # without the flag: skips, as on CI
+
+
+def test_triton_build_needs_a_compiler_and_python_headers(monkeypatch, tmp_path) -> None:
+    include = tmp_path / "include"
+    include.mkdir()
+    monkeypatch.setattr(facts.sysconfig, "get_paths", lambda scheme=None: {"include": str(include)})
+    monkeypatch.setattr(facts.shutil, "which", lambda name: None)
+    monkeypatch.delenv("CC", raising=False)
+    assert facts.triton_build_missing() == ["a C compiler (CC, gcc or clang)", f"Python.h in {include}"]
+    (include / "Python.h").write_text("")
+    monkeypatch.setattr(facts.shutil, "which", lambda name: "/usr/bin/clang" if name == "clang" else None)
+    assert facts.triton_build_missing() == []
+    monkeypatch.setattr(facts.shutil, "which", lambda name: None)
+    monkeypatch.setenv("CC", "/opt/cc")  # Triton takes $CC first
+    assert facts.triton_build_missing() == []
+
+
+def test_the_summary_holds_the_key_facts_of_the_blocks_that_ran(tmp_path) -> None:
+    (tmp_path / "environment.json").write_text(json.dumps({"cuda_usable": True, "torch": "2.11.0+cu130"}))
+    checks = [
+        {"name": "whole step captures", "status": "pass", "detail": "", "data": {"capture_ids": [5, 5]}},
+        {"name": "replay equals eager (deterministic)", "status": "fail", "detail": "", "data": {}},
+        {"name": "no host sync during replay", "status": "pass", "detail": "", "data": {}},
+        {"name": "throughput and phases", "status": "info", "data": {"num_envs": 4096, "env_steps_per_s": 1e5}},
+    ]
+    (tmp_path / "doctor.json").write_text(json.dumps({"verdict": "fail", "checks": checks}))
+    (tmp_path / "summary.txt").write_text(
+        "bundle exit=0 seconds=12 target=/tmp/site\nenvironment exit=0 seconds=3 budget=90\n"
+        "gpu_check: doctor ran past its 180 s budget\ndoctor exit=124 seconds=180 budget=180\n"
+        "train exit=skipped seconds=0 budget=100 reason=out_of_time\n"
+    )
+    got = facts.summary(tmp_path)
+    printed = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_check_facts.py"), "summary", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert json.loads(printed.stdout) == got
+    assert (got["cuda_usable"], got["capture_works"], got["replay_equals_eager"], got["no_sync_in_replay"]) == (
+        True,
+        True,
+        False,
+        True,
+    )
+    assert got["capture_ids"] == [5, 5] and got["env_steps_per_s"] == 1e5 and got["num_envs"] == 4096
+    assert [b["block"] for b in got["blocks"]] == ["bundle", "environment", "doctor", "train"]
+    assert got["blocks"][2] == {"block": "doctor", "exit": "124", "seconds": "180", "budget": "180"}
+    assert got["blocks"][3]["reason"] == "out_of_time"
+
+
+def test_the_summary_of_a_run_that_wrote_nothing_yet_is_all_unknown(tmp_path) -> None:
+    got = facts.summary(tmp_path)
+    assert got["cuda_usable"] is None and got["capture_works"] is None and got["blocks"] == []

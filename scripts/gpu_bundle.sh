@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Build the offline bundle that scripts/gpu_check.sh installs on a GPU machine without network.
+#
+#   bash scripts/gpu_bundle.sh [--check] [DIR]      # DIR defaults to .gpu_bundle (git-ignored)
+#
+# Needs the package index (pip download) and is run here, in the project's environment: it
+# bundles the versions installed in PYTHON (default python3), the ones the test suite passed on.
+# DIR/all receives, for CPython 3.12 on manylinux x86-64, everything the GPU check needs beyond
+# what the GPU machine already has (torch, numpy, pytest, tensorboard, matplotlib):
+#   wheels/          mujoco + mujoco-core (not mujoco-studio, glfw, pyopengl: `import mujoco`
+#                    and mj_step need none of them), mujoco-warp, warp-lang without its CPU
+#                    compiler library (warp-clang.so: Warp's CPU kernels only), examples and
+#                    tests, and without warp.so; hydra-core, omegaconf, antlr4-python3-runtime
+#                    (an sdist on the index: built into a wheel here), PyYAML, packaging,
+#                    absl-py, etils, fsspec, typing_extensions, zipp;
+#   files/warp.so.xz warp/bin/warp.so (CUDA runtime, NVRTC and ptxas linked in), xz -9e;
+#   install.sh       `bash DIR/all/install.sh TARGET [PYTHON]`: installs all of it from these
+#                    files alone (scripts/gpu_bundle_install.sh);
+#   unpack.txt, python_version, SHA256SUMS: what install.sh unpacks and checks.
+# and DIR/1, DIR/2, ...: the same bundle as transfer parts of at most 60 MiB each (with the
+# repository, about 4 MiB, one part fits one 64 MiB call to the GPU machine), to be carried one
+# per call and staged there with `install.sh --stage` (scripts/gpu_bundle_layout.py, docs/gpu_check.md).
+#
+# --check then stages the parts and installs them into a temporary directory, and imports warp,
+# mujoco, mujoco_warp, hydra and omegaconf from it with a bare CPython 3.12 that has numpy only
+# (CHECK_PYTHON, default python3.12; with pyenv: PYENV_VERSION=3.12.1). With CHECK_TORCH_PYTHON
+# set to a Python 3.12 that has torch, it also imports the project against that install.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="${PYTHON:-python3}"
+PYTHON_VERSION=3.12
+MAX_BYTES=$((60 * 1024 * 1024))  # one transfer part
+PACKAGES=(mujoco mujoco-core mujoco-warp warp-lang hydra-core omegaconf PyYAML packaging absl-py etils fsspec
+  typing_extensions zipp)
+ANTLR=antlr4-python3-runtime  # hydra's grammar runtime: only an sdist on the index
+fail() { echo "gpu_bundle: $*" >&2; exit 1; }
+
+check=0
+DIR=.gpu_bundle
+for arg in "$@"; do
+  case "$arg" in
+    --check) check=1 ;;
+    -*) fail "unknown option '$arg' (usage: gpu_bundle.sh [--check] [DIR])" ;;
+    *) DIR=$arg ;;
+  esac
+done
+if [ -e "$DIR" ] && [ ! -f "$DIR/all/install.sh" ] && [ -n "$(ls -A "$DIR")" ]; then
+  fail "DIR '$DIR' exists and is not a bundle (no all/install.sh): choose another directory"
+fi
+
+versions=$("$PY" - "${PACKAGES[@]}" "$ANTLR" <<'PY'
+import sys
+from importlib import metadata
+
+for name in sys.argv[1:]:
+    try:
+        print(f"{name}=={metadata.version(name)}")
+    except metadata.PackageNotFoundError:
+        sys.exit(f"gpu_bundle: {name} is not installed in {sys.executable}; run in the project's environment")
+PY
+)
+echo "gpu_bundle: bundling for CPython $PYTHON_VERSION:" $versions
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/download" "$work/bundle/wheels" "$work/bundle/files"
+platforms=()
+for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64; do
+  platforms+=(--platform "$p")
+done
+# shellcheck disable=SC2086  # $versions: one requirement per word
+"$PY" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: --implementation cp \
+  --python-version "$PYTHON_VERSION" --abi "cp${PYTHON_VERSION/./}" "${platforms[@]}" -d "$work/download" \
+  $(echo "$versions" | grep -v "^$ANTLR==")
+"$PY" -m pip download --quiet --disable-pip-version-check --no-deps --no-binary=:all: -d "$work/sdist" \
+  "$(echo "$versions" | grep "^$ANTLR==")"
+"$PY" -m pip wheel --quiet --disable-pip-version-check --no-deps -w "$work/download" "$work"/sdist/*
+
+# warp-lang without its CPU compiler library, examples and tests; warp.so xz-compressed beside it.
+"$PY" "$ROOT/scripts/gpu_bundle_layout.py" strip-warp "$work/download" "$work/bundle" "$DIR/all"
+cp "$ROOT/scripts/gpu_bundle_install.sh" "$work/bundle/install.sh"
+echo "$PYTHON_VERSION" > "$work/bundle/python_version"
+(cd "$work/bundle" && find . -type f ! -name SHA256SUMS | sort | xargs sha256sum > SHA256SUMS)
+bytes=$(du -sb "$work/bundle" | cut -f1)
+# Transfer parts of at most 60 MiB: with the repository (about 4 MiB) each fits one 64 MiB call.
+parts=$("$PY" "$ROOT/scripts/gpu_bundle_layout.py" split "$work/bundle" "$work/parts" "$MAX_BYTES")
+rm -rf "$DIR"
+mkdir -p "$DIR"
+mv "$work/bundle" "$DIR/all"
+mv "$work"/parts/* "$DIR"/
+mib() { awk "BEGIN {printf \"%.1f MiB\", $1 / 1048576}"; }
+echo "gpu_bundle: $DIR/all: the whole bundle, $(mib "$bytes"):"
+ls -l "$DIR/all/wheels" "$DIR/all/files" | awk 'NF > 5 {printf "  %9d  %s\n", $5, $NF}'
+for k in $(seq 1 "$parts"); do
+  echo "gpu_bundle: $DIR/$k: transfer part $k of $parts, $(mib "$(du -sb "$DIR/$k" | cut -f1)")"
+done
+
+[ "$check" = 1 ] || exit 0
+
+# --check: a fresh CPython 3.12 with numpy only, the bundle installed offline, the imports.
+CHECK_PY="${CHECK_PYTHON:-python3.12}"
+"$CHECK_PY" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null ||
+  fail "--check needs CPython 3.12: set CHECK_PYTHON (with pyenv: PYENV_VERSION=3.12.1 python3.12)"
+"$CHECK_PY" -m venv "$work/venv"
+numpy=$("$PY" -c 'import numpy; print(numpy.__version__)')
+"$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check "numpy==$numpy"
+stage="$work/stage"
+for k in $(seq 1 "$parts"); do  # the parts staged as on the GPU machine, in reverse order
+  bash "$DIR/$((parts + 1 - k))/install.sh" --stage "$stage" || [ $? -eq 4 ]
+done
+bash "$stage/install.sh" "$work/site" "$work/venv/bin/python"
+PYTHONPATH="$work/site" "$work/venv/bin/python" - "$work/site" "$ROOT" <<'PY'
+import os, sys
+
+site, root = sys.argv[1:]
+import hydra, mujoco, mujoco_warp, omegaconf, warp as wp
+
+for module in (wp, mujoco, mujoco_warp, hydra, omegaconf):
+    assert module.__file__.startswith(site), f"{module.__name__} imported from {module.__file__}, not the bundle"
+wp.init()  # loads warp.so (the unpacked library); CUDA kernels need a GPU, CPU kernels warp-clang.so
+model = mujoco.MjModel.from_xml_path(os.path.join(root, "assets", "robots", "pendulum", "scene.xml"))
+data = mujoco.MjData(model)
+data.qvel[:] = 1.0
+mujoco.mj_step(model, data)
+assert data.time > 0 and abs(data.qpos[0]) > 0, "mujoco did not step"
+cfg = omegaconf.OmegaConf.create({"a": "${b}", "b": 2})
+assert cfg.a == 2
+print(f"gpu_bundle --check: bare Python {sys.version.split()[0]} + numpy: warp {wp.__version__}, mujoco "
+      f"{mujoco.__version__} (stepped), mujoco_warp {mujoco_warp.__version__}, hydra {hydra.__version__}, "
+      f"omegaconf {omegaconf.__version__}: imported from the bundle")
+PY
+if [ -n "${CHECK_TORCH_PYTHON:-}" ]; then
+  PYTHONPATH="$work/site:$ROOT" "$CHECK_TORCH_PYTHON" - "$work/site" <<'PY'
+import sys
+
+site = sys.argv[1]
+import torch
+import warp, mujoco, mujoco_warp, hydra
+
+import unilab_gpu.cli.doctor, unilab_gpu.envs.make_env  # noqa: F401  (the GPU check's entry points)
+from unilab_gpu.cli.train import compose_train_config
+
+for module in (warp, mujoco, mujoco_warp, hydra):
+    assert module.__file__.startswith(site), f"{module.__name__} imported from {module.__file__}, not the bundle"
+compose_train_config(["task=g1_tracking", "algo=flashsac", "device=cuda"])  # Hydra + omegaconf from the bundle
+print(f"gpu_bundle --check: torch {torch.__version__}: the project imports from the bundle and composes its config")
+PY
+fi

@@ -1,0 +1,183 @@
+"""The bundle's install.sh (scripts/gpu_bundle_install.sh) and its transfer parts
+(scripts/gpu_bundle_layout.py) on a tiny fake bundle: offline install, checksums, the Python
+version guard, the unpacked files, splitting into parts and staging them. No network: the real
+bundle is built and checked by ``bash scripts/gpu_bundle.sh --check`` (docs/gpu_check.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import lzma
+import os
+import random
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LIBRARY = random.Random(0).randbytes(30_000)  # incompressible: its xz is as large, so it needs pieces
+spec = importlib.util.spec_from_file_location("gpu_bundle_layout", ROOT / "scripts" / "gpu_bundle_layout.py")
+layout = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(layout)
+
+
+def _wheel(path: Path) -> None:
+    """A pure-Python wheel ``tinypkg 0.3`` whose module reads a file next to it."""
+    files = {
+        "tinypkg/__init__.py": "from pathlib import Path\nLIB = Path(__file__).parent / 'bin' / 'lib.so'\n",
+        "tinypkg-0.3.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinypkg\nVersion: 0.3\n",
+        "tinypkg-0.3.dist-info/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{name},,\n" for name in files) + "tinypkg-0.3.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, text in files.items():
+            wheel.writestr(name, text)
+        wheel.writestr("tinypkg-0.3.dist-info/RECORD", record)
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Path:
+    """What gpu_bundle.sh lays out, for this interpreter: wheels/, files/*.xz, unpack.txt,
+    python_version, install.sh and SHA256SUMS over all of them."""
+    root = tmp_path / "bundle"
+    (root / "wheels").mkdir(parents=True)
+    (root / "files").mkdir()
+    _wheel(root / "wheels" / "tinypkg-0.3-py3-none-any.whl")
+    (root / "files" / "lib.so.xz").write_bytes(lzma.compress(LIBRARY, preset=1))
+    (root / "unpack.txt").write_text(f"files/lib.so.xz tinypkg/bin/lib.so {hashlib.sha256(LIBRARY).hexdigest()}\n")
+    (root / "python_version").write_text(f"{sys.version_info[0]}.{sys.version_info[1]}\n")
+    shutil.copy(ROOT / "scripts" / "gpu_bundle_install.sh", root / "install.sh")
+    _write_sums(root)
+    return root
+
+
+def _write_sums(root: Path) -> None:
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.name != "SHA256SUMS")
+    lines = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  ./{p.relative_to(root)}\n" for p in files]
+    (root / "SHA256SUMS").write_text("".join(lines))
+
+
+def _install(bundle: Path, target: Path, python: str = sys.executable) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(
+        ["bash", str(bundle / "install.sh"), str(target), python], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def test_install_puts_wheels_and_unpacked_files_into_target_offline(bundle: Path, tmp_path: Path) -> None:
+    target = tmp_path / "site"
+    run = _install(bundle, target)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"installed into {target}" in run.stdout
+    assert "  tinypkg 0.3\n" in run.stdout and "  tinypkg/bin/lib.so (" in run.stdout
+    probe = "import tinypkg; print(tinypkg.__file__); print(tinypkg.LIB.read_bytes() == LIB)"
+    imported = subprocess.run(
+        [sys.executable, "-c", f"LIB = {LIBRARY!r}\n{probe}"],
+        env={**os.environ, "PYTHONPATH": str(target)},
+        capture_output=True,
+        text=True,
+    )
+    assert imported.stdout.split() == [str(target / "tinypkg" / "__init__.py"), "True"], imported.stderr
+    assert (target / "tinypkg-0.3.dist-info" / "METADATA").is_file()
+
+    again = _install(bundle, target)  # the same bundle twice: nothing to do
+    assert again.returncode == 0 and f"already installed into {target}" in again.stdout
+
+
+def test_a_corrupted_file_stops_the_install_before_anything_is_written(bundle: Path, tmp_path: Path) -> None:
+    wheel = bundle / "wheels" / "tinypkg-0.3-py3-none-any.whl"
+    wheel.write_bytes(wheel.read_bytes()[:-10])  # a truncated copy
+    target = tmp_path / "site"
+    run = _install(bundle, target)
+    assert run.returncode == 1
+    assert "does not match its SHA256SUMS line" in run.stderr and "nothing was installed" in run.stderr
+    assert not target.exists()
+
+
+def test_an_unpacked_file_must_match_its_checksum(bundle: Path, tmp_path: Path) -> None:
+    (bundle / "unpack.txt").write_text(f"files/lib.so.xz tinypkg/bin/lib.so {'0' * 64}\n")
+    _write_sums(bundle)  # a consistent bundle whose unpack.txt is wrong
+    target = tmp_path / "site"
+    run = _install(bundle, target)
+    assert run.returncode == 1
+    assert f"files/lib.so.xz: sha256 of the unpacked file is {hashlib.sha256(LIBRARY).hexdigest()}" in run.stderr
+    assert not (target / "tinypkg" / "bin" / "lib.so").exists()
+    assert not (target / ".unilab-bundle").exists()  # a rerun installs again
+
+
+def test_a_python_of_another_version_is_refused_with_one_line(bundle: Path, tmp_path: Path) -> None:
+    (bundle / "python_version").write_text("3.12\n" if sys.version_info[:2] != (3, 12) else "3.11\n")
+    _write_sums(bundle)
+    run = _install(bundle, tmp_path / "site")
+    want = (bundle / "python_version").read_text().strip()
+    have = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert run.returncode == 1
+    assert run.stderr.strip() == (
+        f"install.sh: this bundle is for Python {want}; PYTHON '{sys.executable}' is Python {have}"
+    )
+
+
+def test_bad_arguments_get_a_usage_line(bundle: Path) -> None:
+    run = subprocess.run(["bash", str(bundle / "install.sh")], capture_output=True, text=True)
+    assert run.returncode == 1 and run.stderr.strip() == "install.sh: usage: install.sh TARGET [PYTHON]"
+    run = _install(bundle, bundle / "site", python="no-such-python")
+    assert run.returncode == 1 and run.stderr.strip() == "install.sh: PYTHON 'no-such-python' not found"
+
+
+def test_the_bundle_builder_refuses_a_directory_that_is_not_a_bundle(tmp_path: Path) -> None:
+    """gpu_bundle.sh replaces DIR: it never deletes a folder that holds something else (checked
+    before any download)."""
+    (tmp_path / "keep.txt").write_text("mine")
+    script = ROOT / "scripts" / "gpu_bundle.sh"
+    run = subprocess.run(["bash", str(script), str(tmp_path)], capture_output=True, text=True)
+    assert run.returncode == 1
+    assert run.stderr.strip() == (
+        f"gpu_bundle: DIR '{tmp_path}' exists and is not a bundle (no all/install.sh): choose another directory"
+    )
+    assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+def _stage(part: Path, stage: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(part / "install.sh"), "--stage", str(stage)], capture_output=True, text=True)
+
+
+def test_a_bundle_over_one_transfer_travels_as_parts_that_stage_back_into_the_whole(bundle: Path, tmp_path) -> None:
+    part_bytes = 20_000  # the xz (about 30 kB) needs two pieces
+    count = layout.split(bundle, tmp_path / "parts", part_bytes)
+    parts = [tmp_path / "parts" / str(k) for k in range(1, count + 1)]
+    assert count >= 2 and sorted(p.name for p in (tmp_path / "parts").iterdir()) == [
+        str(k) for k in range(1, count + 1)
+    ]
+    for part in parts:
+        assert sum(f.stat().st_size for f in part.rglob("*") if f.is_file()) <= part_bytes
+        assert (part / "SHA256SUMS").read_bytes() == (bundle / "SHA256SUMS").read_bytes()
+    pieces = (parts[0] / "pieces.txt").read_text().split()
+    assert pieces[0] == "files/lib.so.xz" and int(pieces[1]) >= 2
+
+    stage = tmp_path / "stage"
+    for part in reversed(parts[1:]):  # any order; the stage keeps what earlier calls brought
+        run = _stage(part, stage)
+        assert run.returncode == 4 and "still missing (stage the other parts):" in run.stdout, run.stderr
+    run = _stage(parts[0], stage)
+    assert run.returncode == 0 and f"{stage} holds the whole bundle" in run.stdout, run.stdout + run.stderr
+    assert (stage / "files" / "lib.so.xz").read_bytes() == (bundle / "files" / "lib.so.xz").read_bytes()
+    assert not list(stage.glob("files/lib.so.xz.*"))  # the pieces were joined and removed
+    run = _install(stage, tmp_path / "site")
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "site" / "tinypkg" / "bin" / "lib.so").read_bytes() == LIBRARY
+
+
+def test_staging_a_part_of_another_bundle_starts_the_stage_afresh(bundle: Path, tmp_path) -> None:
+    layout.split(bundle, tmp_path / "old", 20_000)
+    stage = tmp_path / "stage"
+    assert _stage(tmp_path / "old" / "2", stage).returncode == 4
+    (bundle / "python_version").write_text("3.99\n")  # a new bundle: other checksums
+    _write_sums(bundle)
+    layout.split(bundle, tmp_path / "new", 1_000_000)  # one part
+    run = _stage(tmp_path / "new" / "1", stage)
+    assert run.returncode == 0 and "part 1 of 1 staged" in run.stdout
+    assert (stage / "python_version").read_text() == "3.99\n" and not list(stage.glob("files/lib.so.xz.*"))
