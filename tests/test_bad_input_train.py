@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from omegaconf import OmegaConf
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from rl_agent_helpers import tensorboard_events
 from test_cli_train import TINY
 
 from unilab_gpu.cli import train as train_cli
@@ -259,8 +259,7 @@ def test_non_finite_action_count_reaches_tensorboard_and_console(tmp_path, capsy
     run_dir = tmp_path / "run"
     assert main([*TINY, "total_env_steps=12", "log_every=3", f"run_dir={run_dir}"]) == 0
     assert "health: 3 non-finite actions" in capsys.readouterr().out  # one row, three iterations
-    events = EventAccumulator(str(run_dir))
-    events.Reload()
+    events = tensorboard_events(run_dir)
     assert [e.value for e in events.Scalars("env/non_finite_actions")] == [3.0]
     assert [e.value for e in events.Scalars("env/deferred_resets")] == [0.0]
 
