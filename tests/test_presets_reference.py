@@ -114,11 +114,14 @@ def test_sac_reference_holds_holosomas_g1_tracking_values():
 
 def test_sac_reference_entropy_target_is_holosomas_in_joint_space():
     """holosoma's target -0.5 * act_dim is the entropy of joint targets (its log-prob subtracts
-    sum(log action_scale)); ours is of the [-1, 1] action, which the task maps onto the soft joint
-    range, so the same target in joint space is 0.5 + mean log(scale) per dimension."""
+    sum(log action_scale)); ours is of the [-1, 1] action, which the preset's task overrides map
+    onto the soft joint range, as H does, so the same target in joint space is 0.5 + mean log(scale)
+    per dimension."""
+    from unilab_gpu.cli.train import compose_train_config
     from unilab_gpu.envs.make_env import make_env
 
-    env = make_env("g1_tracking", num_envs=1, compile=False, announce=False)
+    overrides = list(compose_train_config(["algo=sac_reference", "task=g1_tracking"]).env.overrides)
+    env = make_env("g1_tracking", num_envs=1, compile=False, announce=False, overrides=overrides)
     actions = env.action_manager
     # The map is piecewise (scale above the default pose, scale_negative below): average both.
     mean_log_scale = 0.5 * (actions.scale.log().mean() + actions.scale_negative.log().mean()).item()
