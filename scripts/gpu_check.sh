@@ -175,7 +175,8 @@ if [ "${LEARNING_CURVES:-0}" = 1 ]; then
   "$PY" -c "import sys; sys.path.insert(0, 'scripts'); import learning_curve as lc; assert lc.SHARED_CLIP.is_file()" \
     2>/dev/null || clip=(--motion none)
   block curve_tracking 270 "$PY" scripts/learning_curve.py --device cuda --algo sac --num-envs 4096 "${clip[@]}" \
-    --eval-envs 1024 --minutes 3 --log-every 50 --out "$OUT/g1_tracking_sac_gpu.json" --plot "$OUT/g1_tracking_sac_gpu.png"
+    --eval-envs 1024 --clean-eval-envs 1024 --minutes 3 --log-every 50 --out "$OUT/g1_tracking_sac_gpu.json" \
+    --plot "$OUT/g1_tracking_sac_gpu.png"
   block curve_velocity 270 "$PY" scripts/learning_curve.py --device cuda --task g1_velocity --algo sac_velocity \
     --num-envs 2048 --eval-envs 1024 --minutes 3 --log-every 50 --out "$OUT/g1_velocity_sac_gpu.json" \
     --plot "$OUT/g1_velocity_sac_gpu.png"
