@@ -1,7 +1,8 @@
 """One rank of the agent-level data-parallel checks of ``tests/test_distributed.py``.
 
-Run as ``python tests/distributed_worker.py OUT_DIR`` (or ``... learn OUT_DIR ENV_STEPS``, or
-``... finish OUT_DIR`` / ``... finish-peer-dies OUT_DIR``) with torchrun's environment (``RANK``,
+Run as ``python tests/distributed_worker.py OUT_DIR`` (or ``... learn OUT_DIR ENV_STEPS``,
+``... finish OUT_DIR``, ``... finish-peer-dies OUT_DIR`` or ``... train-poisoned OUT_DIR
+OVERRIDES...``) with torchrun's environment (``RANK``,
 ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``); writes ``OUT_DIR/rank<r>.pt``. The test process
 recomputes what a single process would do with the union of the ranks' data and compares. Every
 mode leaves through :meth:`DataParallel.finish`, as the command-line tools do.
@@ -242,10 +243,40 @@ def finish(out_dir: Path, peer_dies: bool) -> None:
     (out_dir / f"rank{rank}.after").write_text("finish returned")
 
 
+def train_poisoned(out_dir: Path, overrides: list[str]) -> int:
+    """``unilab-train`` with ``overrides`` where rank 1's actor turns NaN after its second update
+    (as a diverged update would); every call of :meth:`DataParallel.finish` first writes its status
+    to ``OUT_DIR/rank<r>.finish``."""
+    from unilab_gpu.cli.train import main as train_main
+    from unilab_gpu.rl.off_policy import OffPolicyAgent
+
+    launch = launch_from_env()
+    assert launch is not None, "run with RANK / WORLD_SIZE set"
+    real_update, real_finish = OffPolicyAgent.update, DataParallel.finish
+
+    def update(self, batch):
+        metrics = real_update(self, batch)
+        if self.num_updates >= 2:
+            with torch.no_grad():
+                next(self.actor.parameters()).fill_(float("nan"))
+        return metrics
+
+    def finish(self, status: int, program: str):
+        (out_dir / f"rank{self.rank}.finish").write_text(str(status))
+        real_finish(self, status, program)
+
+    if launch.rank == 1:
+        OffPolicyAgent.update = update
+    DataParallel.finish = finish
+    return train_main(overrides)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "learn":
         learn(Path(sys.argv[2]), int(sys.argv[3]))
     elif sys.argv[1] in ("finish", "finish-peer-dies"):
         finish(Path(sys.argv[2]), peer_dies=sys.argv[1] == "finish-peer-dies")
+    elif sys.argv[1] == "train-poisoned":
+        sys.exit(train_poisoned(Path(sys.argv[2]), sys.argv[3:]))
     else:
         main(Path(sys.argv[1]))

@@ -193,6 +193,21 @@ def test_finish_after_a_peer_died_ends_with_the_fleet_exit_code(tmp_path):
     assert (tmp_path / "rank0.atexit").is_file() and not (tmp_path / "rank0.after").exists()
 
 
+def test_a_non_finite_stop_ends_every_rank_through_finish(tmp_path):
+    # (e) rank 1's actor turns NaN after its second update: the next logging point stops every
+    # rank (status 1, nothing saved) and, the stop being agreed on, each leaves through finish.
+    run_dir = tmp_path / "run"
+    overrides = [*TINY_TRAIN, "total_env_steps=400", "log_every=1", "checkpoint_every=0", f"run_dir={run_dir}"]
+    procs = start_ranks([str(WORKER), "train-poisoned", str(tmp_path), *overrides], tmp_path)
+    assert wait_all(procs, tmp_path, timeout=240) == [distributed.PEER_FAILURE_EXIT_CODE] * WORLD
+    for rank in range(WORLD):
+        assert (tmp_path / f"rank{rank}.finish").read_text() == str(distributed.PEER_FAILURE_EXIT_CODE)
+        log = (tmp_path / f"rank{rank}.log").read_text()
+        assert f"unilab-train: rank {rank}: non-finite losses or agent state on rank(s) [" in log
+        assert "final barrier failed" not in log and "terminate called" not in log
+    assert load_checkpoint(run_dir)["trainer"]["iteration"] == 0  # the last good checkpoint stays
+
+
 def test_replicas_equal_a_single_process_on_the_union_batch(ranks, monkeypatch):
     # (a) rank 0's broadcast weights, then the union batches, in one process.
     monkeypatch.setattr(torch, "randn_like", worker.repeated_noise(WORLD))

@@ -469,6 +469,8 @@ def train(cfg: DictConfig, stream=None, data_parallel: DataParallel | None = Non
         return 1
     except FleetError as error:  # a rank failed: this one stops without saving, the last checkpoint stays
         print(f"unilab-train: {error}", file=sys.stderr)
+        if data_parallel is not None:  # a non-finite stop is agreed: every rank raises it after the same collective
+            data_parallel.collectives_done = not data_parallel.peer_failed
         if main:
             print(f"last checkpoint in {run.run_dir}\ncontinue with: {resume_command(run.run_dir)}", file=out)
         return PEER_FAILURE_EXIT_CODE

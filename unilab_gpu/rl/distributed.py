@@ -229,19 +229,23 @@ class DataParallel:
         3. ``os._exit(status)``: no interpreter finalization and no C++ static destructors.
 
         Why not ``destroy_process_group()`` and a normal exit: it drops only c10d's own
-        references to the group, and the gloo backend (two ``pt_gloo_runloop`` workers, the
-        ``gloo_tcp_loop`` thread, on rank 0 of a plain launch the TCPStore server) lives as long as
-        the last reference to it. In these processes that is the interpreter's: ``import
-        torch._dynamo`` (which the agents import) keeps ten references that
-        ``destroy_process_group`` leaves (measured with torch 2.13: the four threads still run
-        after it and during ``atexit``). The group then dies while the interpreter is torn down,
-        where a gloo worker that drops the last reference to a collective's tensor must take the
-        GIL, and a thread that takes the GIL of a finalizing interpreter is ended with
-        ``pthread_exit``, whose unwinding through a ``noexcept`` C++ frame is ``std::terminate``
-        (pytorch/pytorch#179291); what is still alive after finalization meets the static
-        destructors of libtorch and gloo instead. Either way the run ended with SIGABRT, rarely,
-        under load. ``os._exit`` runs neither: the kernel ends the threads and closes the sockets,
-        which after the barrier carry no unread message, so the peers' own barriers complete.
+        references to the group, while the gloo backend and its threads (two ``pt_gloo_runloop``
+        workers and ``gloo_tcp_loop``; on rank 0 of a plain launch also the TCPStore server) live
+        until the last reference goes. In these processes that happens in the interpreter's
+        teardown: ``import torch._dynamo``, which the agents pull in, takes ten references that
+        ``destroy_process_group`` leaves (measured with torch 2.13: the threads still run after
+        it and during ``atexit``; without that import they end in it). Destroying the group there
+        can abort the process: a gloo worker that drops the last reference to a collective's
+        tensor must take the GIL, and a thread that takes the GIL of a finalizing interpreter is
+        ended with ``pthread_exit``, whose unwinding through a ``noexcept`` C++ frame is
+        ``std::terminate`` (pytorch/pytorch#179291). Seen as SIGABRT with "terminate called
+        without an active exception", rarely and under load, after all work was done.
+
+        ``os._exit`` skips the teardown and every C++ destructor: the kernel ends the threads and
+        closes the sockets. The barrier makes leaving that abruptly safe for the peers: a rank's
+        barrier returns only after it has sent its own barrier messages and received every
+        message its peers address to it, so its sockets close with nothing unread (a FIN after the
+        data, not a reset) and every peer's barrier completes as well.
         """
         try:
             self._collective("final barrier", dist.barrier)
