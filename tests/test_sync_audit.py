@@ -195,9 +195,16 @@ def test_compiled_functions_are_audited_eagerly():
     torch.testing.assert_close(out, expected)
     with pytest.raises(HostSyncError, match="in syncing"), no_host_sync():
         syncing_c(T)
-    # Without force_eager, Dynamo still skips the frame but fullgraph=True then refuses to run it.
-    with pytest.raises(RuntimeError, match="fullgraph"), no_host_sync(force_eager=False):
-        clean_c(T, MASK)
+    # Without force_eager it depends on torch: 2.13's Dynamo skips the frame while a dispatch mode is
+    # active and fullgraph=True then refuses to run it; 2.11 runs the compiled graph. force_eager
+    # (the default) gives the same eager audit on both.
+    if torch.__version__ >= (2, 13):
+        with pytest.raises(RuntimeError, match="fullgraph"), no_host_sync(force_eager=False):
+            clean_c(T, MASK)
+    else:
+        with no_host_sync(force_eager=False):
+            out = clean_c(T, MASK)
+        torch.testing.assert_close(out, expected)
 
 
 @pytest.mark.gpu
