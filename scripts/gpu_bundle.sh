@@ -17,9 +17,10 @@
 #   install.sh       `bash DIR/all/install.sh TARGET [PYTHON]`: installs all of it from these
 #                    files alone (scripts/gpu_bundle_install.sh);
 #   unpack.txt, python_version, SHA256SUMS: what install.sh unpacks and checks.
-# and DIR/1, DIR/2, ...: the same bundle as transfer parts of at most 60 MiB each (with the
-# repository, about 4 MiB, one part fits one 64 MiB call to the GPU machine), to be carried one
-# per call and staged there with `install.sh --stage` (scripts/gpu_bundle_layout.py, docs/gpu_check.md).
+# and DIR/1, DIR/2, ...: the same bundle as transfer parts of at most 56 MiB each (with the
+# repository, 3.4 MiB today, one part fits one 64 MiB call to the GPU machine), to be carried
+# one per call and staged there with `install.sh --stage` (scripts/gpu_bundle_layout.py,
+# docs/gpu_check.md).
 #
 # --check then stages the parts and installs them into a temporary directory, and imports warp,
 # mujoco, mujoco_warp, hydra and omegaconf from it with a bare CPython 3.12 that has numpy only
@@ -29,7 +30,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"
 PYTHON_VERSION=3.12
-MAX_BYTES=$((60 * 1024 * 1024))  # one transfer part
+MAX_BYTES=$((56 * 1024 * 1024))  # one transfer part: 64 MiB a call, 8 left for the repository
 PACKAGES=(mujoco mujoco-core mujoco-warp warp-lang hydra-core omegaconf PyYAML packaging absl-py etils fsspec
   typing_extensions zipp)
 ANTLR=antlr4-python3-runtime  # hydra's grammar runtime: only an sdist on the index
@@ -82,7 +83,7 @@ cp "$ROOT/scripts/gpu_bundle_install.sh" "$work/bundle/install.sh"
 echo "$PYTHON_VERSION" > "$work/bundle/python_version"
 (cd "$work/bundle" && find . -type f ! -name SHA256SUMS | sort | xargs sha256sum > SHA256SUMS)
 bytes=$(du -sb "$work/bundle" | cut -f1)
-# Transfer parts of at most 60 MiB: with the repository (about 4 MiB) each fits one 64 MiB call.
+# Transfer parts of at most 56 MiB: with the repository (3.4 MiB today) each fits one 64 MiB call.
 parts=$("$PY" "$ROOT/scripts/gpu_bundle_layout.py" split "$work/bundle" "$work/parts" "$MAX_BYTES")
 rm -rf "$DIR"
 mkdir -p "$DIR"
