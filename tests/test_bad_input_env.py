@@ -29,34 +29,36 @@ def tracking_env():
     return make_env("g1_tracking", num_envs=2, compile=False, announce=False, overrides=["events.push=null"])
 
 
-def _tracking_action_bounds(m: mujoco.MjModel) -> tuple[np.ndarray, np.ndarray]:
-    """Per actuator: the action range whose target default + scale * a spans the joint range
-    (scale = 0.25 effort / kp, BeyondMimic's), from the MuJoCo model alone."""
+def _tracking_action_bounds(m: mujoco.MjModel, about_reference: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per actuator, from the MuJoCo model alone: the action range whose target spans the joint
+    range with scale = 0.25 effort / kp (BeyondMimic's), about the default pose, or about a
+    reference anywhere in the range (the task's residual actions: a whole range either way)."""
     key = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_KEY, "stand")
     low, high = [], []
     for a in range(m.nu):
         joint = m.actuator_trnid[a, 0]
         scale = 0.25 * m.actuator_forcerange[a, 1] / m.actuator_gainprm[a, 0]
-        default = m.key_qpos[key, m.jnt_qposadr[joint]]
-        low.append((m.jnt_range[joint, 0] - default) / scale)
-        high.append((m.jnt_range[joint, 1] - default) / scale)
+        lo, hi = m.jnt_range[joint]
+        offset = lo if about_reference else m.key_qpos[key, m.jnt_qposadr[joint]]
+        low.append((lo - (hi if about_reference else offset)) / scale)
+        high.append((hi - offset) / scale)
     return np.array(low), np.array(high)
 
 
-BEYONDMIMIC_ACTIONS = ["actions.bounds=null", "actions.effort_scale=0.25"]
-"""The PPO action scale (what a PPO preset sets) instead of the task's joint-limit bounds."""
+BEYONDMIMIC_ACTIONS = ["actions.reference_command=null"]
+"""BeyondMimic's actions about the default pose (what a PPO preset sets) instead of the task's
+residuals about the reference."""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scaling", ["joint_limits", "effort_scale"])
-def test_huge_finite_actions_give_finite_bounded_rewards_on_tracking(tracking_env, scaling):
-    if scaling == "joint_limits":  # the task's default: [-1, 1] spans the soft joint ranges
+@pytest.mark.parametrize("about", ["reference", "default_pose"])
+def test_huge_finite_actions_give_finite_bounded_rewards_on_tracking(tracking_env, about):
+    if about == "reference":  # the task's default
         env = tracking_env
-        low, high = np.full(env.action_dim, -1.0), np.full(env.action_dim, 1.0)
     else:
         overrides = ["events.push=null", *BEYONDMIMIC_ACTIONS]
         env = make_env("g1_tracking", num_envs=2, compile=False, announce=False, overrides=overrides)
-        low, high = _tracking_action_bounds(env.sim.mj_model)
+    low, high = _tracking_action_bounds(env.sim.mj_model, about == "reference")
     env.reset()
     n, a = env.num_envs, env.action_dim
     rewards = []
@@ -68,9 +70,13 @@ def test_huge_finite_actions_give_finite_bounded_rewards_on_tracking(tracking_en
         np.testing.assert_allclose(last, expected, rtol=1e-5, atol=1e-5)  # bounded by the joint limits
     rewards = torch.stack(rewards)
     assert torch.isfinite(rewards).all(), rewards
-    # Worst case per step: action rate (high - low)^2 summed, weight 0.1, and the joint-limit
-    # penalty of every joint at its bound; both well inside 20 at dt = 0.02 s.
-    assert rewards.abs().max() < 20.0, rewards
+    # Worst case per step, from the model: the action rate of a jump across the whole action
+    # range (weight 0.1), every joint a whole range outside its soft limits (weight 10), every
+    # body in contact (weight 0.1), plus the positive terms; all times dt.
+    m = env.sim.mj_model
+    span = m.jnt_range[m.actuator_trnid[:, 0], 1] - m.jnt_range[m.actuator_trnid[:, 0], 0]
+    worst = env.step_dt * (0.1 * np.sum((high - low) ** 2) + 10.0 * np.sum(span) + 0.1 * m.nbody + 6.5)
+    assert rewards.abs().max() < worst, (rewards, worst)
     assert torch.isfinite(env.reward_manager.episode_sums).all()
 
 

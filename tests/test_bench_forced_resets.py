@@ -47,7 +47,7 @@ def test_bench_reports_forced_resets_and_their_deferral(tmp_path: Path) -> None:
     row = json.loads(out.read_text())["results"][0]
     assert row["resets_per_step"] == 5.0 and row["deferred_resets"] == 0
     # 12 per step against a capacity of 8 (max(8, 16 // 8)): 8 are reset, the rest wait.
-    main(base + ["--force-resets", "12"])
+    main(base + ["--force-resets", "12", "--force"])  # the same --out again
     row = json.loads(out.read_text())["results"][0]
     assert row["reset_capacity"] == 8 and row["resets_per_step"] == 8.0 and row["deferred_resets"] > 0
 
