@@ -284,6 +284,11 @@ def train_cmd(*overrides: str) -> list[str]:
     return ["-m", "unilab_gpu.cli.train", *TINY_TRAIN, *overrides]
 
 
+def resume_cmd(run_dir: Path, *overrides: str) -> list[str]:
+    """A resume keeps the run's saved config (``algo=`` would be refused), plus ``overrides``."""
+    return ["-m", "unilab_gpu.cli.train", f"resume={run_dir}", *overrides]
+
+
 def test_two_rank_pendulum_learns(tmp_path):
     # (c) SAC with tests/test_rl_learning.py's settings, 4 envs per rank: 8 envs in the fleet as
     # in the single-process test, half its env steps (the threshold says "clearly learning").
@@ -326,7 +331,7 @@ def test_torchrun_logs_and_checkpoints_once_and_resumes(tmp_path):
     # Resume on one rank (another world size): the env-step counter carries over.
     single = {k: v for k, v in env.items() if k != "UNILAB_DIST_TIMEOUT_S"}
     resumed = subprocess.run(
-        [sys.executable, *train_cmd(f"resume={run_dir}", "total_env_steps=480")],
+        [sys.executable, *resume_cmd(run_dir, "total_env_steps=480")],
         cwd=ROOT,
         env=single,
         capture_output=True,
@@ -339,7 +344,7 @@ def test_torchrun_logs_and_checkpoints_once_and_resumes(tmp_path):
     assert "done: 480 env steps" in resumed.stdout
     # And back on two ranks.
     again = subprocess.run(
-        [*torchrun, *train_cmd(f"resume={run_dir}", "total_env_steps=560")],
+        [*torchrun, *resume_cmd(run_dir, "total_env_steps=560")],
         cwd=ROOT,
         env=env,
         capture_output=True,
