@@ -65,7 +65,7 @@ class ActionManager:
                 joint_cols.append(env.robot.joint_columns([joint_name])[0])
             cols = torch.tensor(joint_cols, dtype=torch.int64, device=device)
             self.offset = env.robot.default_joint_pos[cols].clone()
-            """The targets' offset: ``(action_dim,)``, or ``(num_envs, action_dim)`` with a reference."""
+            """The targets' fixed offset, ``(action_dim,)``: the default pose (unused with ``reference_command``)."""
             self.limits = env.robot.joint_limits[cols].clone()
         else:
             cols = None
