@@ -146,7 +146,7 @@ for capture in on off; do
   [ "$capture" = off ] && flags+=(--no-capture)
   "$PY" -c "import matplotlib" 2>/dev/null && flags+=(--plot "$OUT/bench_gpu_capture_$capture.png")
   block "bench_capture_$capture" 35 "$PY" -m unilab_gpu.cli.bench --task g1_tracking --device cuda \
-    --num-envs 1024 4096 8192 --steps 50 --warmup 5 --no-compile "${flags[@]}"
+    --num-envs 1024 4096 8192 --steps 50 --warmup 5 --no-compile --force "${flags[@]}"  # a rerun into the same OUT
 done
 
 # 5. Only with more than one visible GPU: data-parallel training, one rank per GPU (torchrun):
