@@ -89,3 +89,104 @@ def test_play_writes_an_mp4_of_the_chosen_world(tmp_path, capsys) -> None:
         play_main([str(run), "--video", str(video), "--force", "--env", "5", "--num-envs", "2", "--device", "cpu"]) == 2
     )
     assert "--env must be in [0, 1], got 5" in capsys.readouterr().err
+
+
+# The scene a video shows: the G1 model with its robot painted red, so its pixels can be told
+# from the floor's and the sky's.
+RED = (0.9, 0.1, 0.1, 1.0)
+
+
+@pytest.fixture(scope="module")
+def red_g1():
+    """``(model, data, renderer)``: the G1 scene at its keyframe, robot geoms red, 240 x 180."""
+    import mujoco
+
+    from unilab_gpu.render.offscreen import OffscreenRenderer
+    from unilab_gpu.sim.simulator import load_mj_model
+
+    model = load_mj_model("g1")
+    model.geom_rgba[model.geom_bodyid > 0] = RED
+    data = mujoco.MjData(model)
+    data.qpos[:] = model.key_qpos[0]
+    mujoco.mj_forward(model, data)
+    try:
+        renderer = OffscreenRenderer(model, 240, 180, body=1)
+    except Exception as error:  # no GL library or display
+        skip_without_gl(f"{type(error).__name__}: {error}")
+    yield model, data, renderer
+    renderer.close()
+
+
+def robot_pixels(frame: np.ndarray, grow: int = 0) -> np.ndarray:
+    """``(height, width)`` mask of the red robot, widened by ``grow`` pixels (antialiased edges)."""
+    frame = frame.astype(int)
+    mask = frame[..., 0] > np.maximum(frame[..., 1], frame[..., 2]) + 25
+    out = mask.copy()
+    for dy in range(-grow, grow + 1):
+        for dx in range(-grow, grow + 1):
+            out |= np.roll(mask, (dy, dx), axis=(0, 1))
+    return out
+
+
+def test_the_camera_follows_the_robot_across_the_floor(red_g1) -> None:
+    import mujoco
+
+    model, data, renderer = red_g1
+    centres = []
+    for x, y in [(0.0, 0.0), (2.0, 0.0), (4.0, 1.5), (-3.0, -2.0)]:  # metres: a fixed camera loses it
+        data.qpos[:2] = x, y
+        mujoco.mj_forward(model, data)
+        rows, cols = np.nonzero(robot_pixels(renderer.render(data)))
+        assert rows.size > 0.01 * 240 * 180, f"robot out of view at ({x}, {y})"
+        centres.append((rows.mean() / 180, cols.mean() / 240))
+    # The robot's pixels stay around the frame's centre (fractions of its height and width)...
+    assert np.allclose(centres, 0.5, atol=0.1), centres
+    # ...and the camera keeps its height: moving sideways does not move the robot in the picture.
+    assert np.ptp(np.array(centres), axis=0).max() < 0.01, centres
+    data.qpos[:2] = 0.0
+    mujoco.mj_forward(model, data)
+
+
+def test_light_sky_checker_floor_and_no_shadow_speckles(red_g1) -> None:
+    import mujoco
+
+    model, data, renderer = red_g1
+    frame = renderer.render(data).astype(int)
+    sky, floor = frame[:15], frame[-40:]  # above the horizon; the floor before the feet
+    assert sky.mean() > 150 and sky[..., 2].mean() > sky[..., 0].mean() + 30  # light and blue, not black
+    # Checker squares: two floor shades (0.62 and 0.5 grey in scene.xml), far apart in brightness.
+    shades = floor.mean(axis=-1)
+    assert shades.std() > 6 and np.percentile(shades, 90) - np.percentile(shades, 10) > 15
+    # No shadow: no floor pixel outside the robot is darker than the same scene without the
+    # robot (robot geoms with alpha 0 are not drawn). MuJoCo's shadow map draws ~100 here.
+    model.geom_rgba[model.geom_bodyid > 0, 3] = 0.0
+    empty = renderer.render(data).astype(int)
+    model.geom_rgba[model.geom_bodyid > 0, 3] = 1.0
+    for lift in (0.0, 0.3):  # standing, and held in the air (a shadow would fall clear of the feet)
+        data.qpos[2] = model.key_qpos[0][2] + lift
+        mujoco.mj_forward(model, data)
+        frame = renderer.render(data).astype(int)
+        dark = (frame.mean(-1) < empty.mean(-1) - 25) & ~robot_pixels(frame, grow=2)
+        assert dark.sum() == 0, f"{dark.sum()} shadow pixels with the robot {lift} m up"
+    data.qpos[:] = model.key_qpos[0]
+    mujoco.mj_forward(model, data)
+
+
+def test_the_ghost_lets_the_floor_show_through(red_g1) -> None:
+    """Alpha blending: over a floor whose colour changes, a ghost pixel changes by (1 - alpha)
+    of the floor's change; an opaque ghost would hide it (a ratio of about 0.1 here)."""
+    model, data, renderer = red_g1
+    ghost_qpos = data.qpos.copy()
+    ghost_qpos[1] += 0.8  # beside the robot, over the floor
+    material = model.geom_matid[0]  # the floor's
+    renders = {}
+    for shade in (1.0, 0.3):
+        model.mat_rgba[material] = (shade, shade, shade, 1.0)
+        renders[shade] = renderer.render(data).astype(int), renderer.render(data, ghost_qpos).astype(int)
+    model.mat_rgba[material] = (1.0, 1.0, 1.0, 1.0)
+    (plain_light, ghost_light), (plain_dark, ghost_dark) = renders[1.0], renders[0.3]
+    ghost = (np.abs(ghost_light - plain_light).sum(-1) > 30) & ~robot_pixels(plain_light, grow=2)
+    over_floor = ghost & (np.abs(plain_light - plain_dark).sum(-1) > 60)
+    assert over_floor.sum() > 300, "the ghost should cover part of the floor"
+    ratio = np.abs(ghost_light - ghost_dark)[over_floor].sum() / np.abs(plain_light - plain_dark)[over_floor].sum()
+    assert 0.25 < ratio < 0.85, f"floor shows through the ghost by {ratio:.2f} (alpha {GHOST_RGBA[3]})"

@@ -8,6 +8,11 @@ software rasteriser (Debian: ``libegl1 libegl-mesa0 libgl1-mesa-dri``); OSMesa n
 
 The ghost is a second copy of the model's dynamic geoms (the robot, not the floor) posed at
 another ``qpos``, drawn translucent: the reference motion of a tracking task.
+
+What the picture shows otherwise comes from the model: the G1 scene (``assets/robots/g1/scene.xml``)
+has a gradient sky and a checker floor. Shadows are off: Mesa's software rasteriser, which renders
+every CPU-only video, draws MuJoCo's shadow maps as black speckles around the feet and on the
+robot itself (shadow acne), and the translucent ghost would cast shadows of its own.
 """
 
 from __future__ import annotations
@@ -45,13 +50,17 @@ def _gl_context(width: int, height: int):
 
 
 class OffscreenRenderer:
-    """Renders ``(height, width, 3)`` uint8 frames of a model from a camera tracking ``body``.
+    """Renders ``(height, width, 3)`` uint8 frames of a model from a camera following ``body``.
+
+    The camera looks at the body's horizontal position from a fixed height (the model's centre
+    at its reference pose), so the horizon stays still while the robot walks and a fall shows
+    as a fall rather than as the floor rising.
 
     Args:
       model: the MuJoCo model.
       width, height: frame size (multiples of 16 keep MP4 encoders from rescaling).
       body: body the camera follows (default: the first body under the world).
-      distance, azimuth, elevation: camera placement relative to the tracked body (m, degrees).
+      distance, azimuth, elevation: camera placement relative to the followed point (m, degrees).
     """
 
     def __init__(
@@ -74,11 +83,13 @@ class OffscreenRenderer:
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._mjr)
         self._viewport = mujoco.MjrRect(0, 0, width, height)
         self._scene = mujoco.MjvScene(model, maxgeom=2 * model.ngeom + 100)
+        self._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False  # see the module docstring
         self._option = mujoco.MjvOption()
         self._perturb = mujoco.MjvPerturb()
+        self.body = body
         self.camera = mujoco.MjvCamera()
-        self.camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
-        self.camera.trackbodyid = body
+        self.camera.type = mujoco.mjtCamera.mjCAMERA_FREE
+        self.camera.lookat[2] = model.stat.center[2]
         self.camera.distance, self.camera.azimuth, self.camera.elevation = distance, azimuth, elevation
         self._ghost = mujoco.MjData(model)
         self._pixels = np.zeros((height, width, 3), dtype=np.uint8)
@@ -87,6 +98,7 @@ class OffscreenRenderer:
         """A new frame of ``data`` (forward kinematics already done), with the ghost at
         ``ghost_qpos`` ``(nq,)`` when given."""
         scene = self._scene
+        self.camera.lookat[:2] = data.xpos[self.body, :2]
         mujoco.mjv_updateScene(
             self.model, data, self._option, self._perturb, self.camera, mujoco.mjtCatBit.mjCAT_ALL, scene
         )
