@@ -75,14 +75,19 @@ class VideoRecorder:
     def save(self, path: str | os.PathLike) -> Path:
         """Encode the frames at the env's control rate (``.mp4``; ``.gif`` also works) and write
         them atomically (``utils.files.write_atomic``): a failed write leaves no half a video."""
-        path = Path(path)
-        fps = 1.0 / self.env.step_dt
-        frames = np.stack(self.frames)
-        if path.suffix.lower() == ".gif":
-            data = iio.imwrite("<bytes>", frames, extension=".gif", duration=1e3 / fps, loop=0)
-        else:
-            data = iio.imwrite("<bytes>", frames, extension=path.suffix or ".mp4", fps=fps)
-        return write_atomic(path, lambda file: file.write(data))
+        return write_video(path, self.frames, 1.0 / self.env.step_dt)
 
     def close(self) -> None:
         self.renderer.close()
+
+
+def write_video(path: str | os.PathLike, frames: list[np.ndarray], fps: float) -> Path:
+    """Encode ``(height, width, 3)`` uint8 ``frames`` at ``fps`` into ``path`` (``.mp4``; ``.gif``
+    also works), atomically (``utils.files.write_atomic``): a failed write leaves no half a video."""
+    path = Path(path)
+    stacked = np.stack(frames)
+    if path.suffix.lower() == ".gif":
+        data = iio.imwrite("<bytes>", stacked, extension=".gif", duration=1e3 / fps, loop=0)
+    else:
+        data = iio.imwrite("<bytes>", stacked, extension=path.suffix or ".mp4", fps=fps)
+    return write_atomic(path, lambda file: file.write(data))
