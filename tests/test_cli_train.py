@@ -111,11 +111,19 @@ def test_ctrl_c_or_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path, signum
     assert load_checkpoint(run_dir)["trainer"]["iteration"] >= 3
 
 
-def test_main_job_says_it_downsizes_on_cpu(tmp_path, capsys):
+def test_main_job_says_it_downsizes_on_cpu_and_ends_with_what_next(tmp_path, capsys):
     # The user's overrides come after the CPU downsizing and win: keep this run tiny.
     assert main_job([*TINY, "total_env_steps=4", "env.cpu_num_envs=2", f"run_root={tmp_path}"]) == 0
-    first = capsys.readouterr().out.splitlines()[0]
-    assert first.startswith("python -m unilab_gpu: no CUDA device, so a downsized CPU run")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("python -m unilab_gpu: no CUDA device, so a downsized CPU run")
+    # Three closing lines: what ran (plainly a smoke run; TINY's env.num_envs=4 wins), the run folder,
+    # the next commands.
+    (run_dir,) = (tmp_path / "pendulum" / "sac").iterdir()
+    ran, folder, after = lines[-3:]
+    assert ran.startswith("python -m unilab_gpu: trained sac on pendulum for 4 env steps (4 envs on cpu): a smoke run")
+    assert "not a trained policy" in ran
+    assert folder == f"run folder: {run_dir}"
+    assert f"unilab-play {run_dir} --viewer" in after and f"unilab-play {run_dir} --video rollout.mp4" in after
 
 
 def test_a_presets_task_overrides_lead_the_runs_env_overrides():

@@ -2,7 +2,9 @@
 ``configs/train.yaml`` (G1 motion tracking on the built-in synthetic clip).
 
 Arguments are ``unilab-train`` overrides. Without a CUDA device (or with ``device=cpu``) the
-run downsizes itself so it finishes in a few minutes on a laptop CPU, and says so first.
+run downsizes itself so it finishes in a few minutes on a laptop CPU, and says so first. A run
+that finishes ends with three lines: what ran (on a CPU: a smoke run, not a trained policy),
+where its folder is, and the commands to look at it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
+from unilab_gpu.cli.train import Run
 from unilab_gpu.cli.train import main as train_main
 
 CPU_ENVS, CPU_ITERATIONS = 16, 400
@@ -26,6 +29,25 @@ CPU_OVERRIDES = [
 """Downsizing of a CPU run; the user's own arguments come after and win."""
 
 
+def closing_lines(run: Run, smoke: bool) -> list[str]:
+    """What ran, where its folder is, what to try next; ``smoke``: a downsized CPU run."""
+    cfg, folder = run.cfg, run.run_dir
+    ran = (
+        f"python -m unilab_gpu: trained {cfg.algo.name} on {cfg.task} for {run.trainer.env_steps:,} env steps "
+        f"({cfg.env.num_envs} envs on {cfg.device})"
+    )
+    if smoke:
+        ran += (
+            ": a smoke run that shows every part works, not a trained policy (that takes a GPU, or about "
+            "50 minutes on a CPU core: scripts/learning_curve.py)"
+        )
+    return [
+        ran,
+        f"run folder: {folder}",
+        f"next: unilab-play {folder} --viewer (watch it in a browser), unilab-play {folder} --video rollout.mp4",
+    ]
+
+
 def run(argv: Sequence[str]) -> int:
     args = list(argv)
     on_cpu = not torch.cuda.is_available() or any(a in ("device=cpu", "+device=cpu") for a in args)
@@ -36,7 +58,7 @@ def run(argv: Sequence[str]) -> int:
             "command trains 4096 envs for 100M env steps."
         )
         args = CPU_OVERRIDES + args
-    return train_main(args)
+    return train_main(args, on_finish=lambda done: print("\n".join(closing_lines(done, smoke=on_cpu))))
 
 
 if __name__ == "__main__":

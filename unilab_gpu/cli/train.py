@@ -28,7 +28,7 @@ import math
 import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -432,8 +432,17 @@ def stop_signals_deferred() -> Iterator[None]:
             signal.raise_signal(signum)
 
 
-def train(cfg: DictConfig, stream=None, data_parallel: DataParallel | None = None) -> int:
-    """Run a resolved config; returns the process exit status (this rank's, data-parallel)."""
+def train(
+    cfg: DictConfig,
+    stream=None,
+    data_parallel: DataParallel | None = None,
+    on_finish: Callable[[Run], None] | None = None,
+) -> int:
+    """Run a resolved config; returns the process exit status (this rank's, data-parallel).
+
+    ``on_finish(run)`` is called on rank 0 after a run that trained to its end was saved and
+    exported (the main job's closing lines).
+    """
     out = stream if stream is not None else sys.stdout
     run = build_run(cfg, stream=out, data_parallel=data_parallel)
     trainer, logger = run.trainer, run.trainer.logger
@@ -492,14 +501,17 @@ def train(cfg: DictConfig, stream=None, data_parallel: DataParallel | None = Non
         from unilab_gpu.export.export_run import export_after_training
 
         print(export_after_training(env, trainer.agent, cfg, run.run_dir), file=out)
+    if on_finish is not None:
+        on_finish(run)
     return 0
 
 
 USAGE = __doc__.split("The config")[0].strip()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``unilab-train``; ``argv`` are Hydra overrides (default ``sys.argv[1:]``)."""
+def main(argv: Sequence[str] | None = None, on_finish: Callable[[Run], None] | None = None) -> int:
+    """Entry point of ``unilab-train``; ``argv`` are Hydra overrides (default ``sys.argv[1:]``);
+    ``on_finish`` as in :func:`train`."""
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in args):
         print(USAGE)
@@ -515,7 +527,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = resolve_auto(cfg, launch)
         if launch is not None:
             data_parallel = DataParallel.start(launch, torch.device(cfg.device))
-        status = train(cfg, data_parallel=data_parallel)
+        status = train(cfg, data_parallel=data_parallel, on_finish=on_finish)
         if data_parallel is not None and data_parallel.collectives_done:
             data_parallel.finish(status, "unilab-train")  # waits for every rank, then ends the process
         return status
