@@ -5,6 +5,7 @@ Usage::
     unilab-play RUN_DIR_OR_CHECKPOINT [--steps N] [--num-envs N] [--device D]
     unilab-play RUN_DIR_OR_CHECKPOINT --video out.mp4 [--env 0] [--seconds 10]
     unilab-play --onnx policy.onnx [...]      # an exported policy (unilab-export), via onnxruntime
+    unilab-play RUN_DIR --viewer [--port 8080] [--worlds 4]   # live web viewer (docs/viewer.md)
     unilab-play RUN_DIR --task g1_velocity_play --override commands.twist.params.fixed=[0.8,0.0,0.3]
 
 The env is rebuilt from the checkpoint's config (same task and task overrides) with every
@@ -15,7 +16,9 @@ errors (per body on ``g1_tracking``, velocity errors on ``g1_velocity``). ``--vi
 one world (``--env``) for ``--seconds`` of env time with MuJoCo's offscreen renderer (EGL
 headless, OSMesa with ``MUJOCO_GL=osmesa``) into an MP4 at the control rate, the reference
 motion drawn as a translucent ghost on tracking tasks; without ``--steps`` the rollout lasts as
-long as the video. Needs the ``[video]`` extra.
+long as the video. Needs the ``[video]`` extra. ``--viewer`` serves a live web viewer of
+``--worlds`` worlds on ``127.0.0.1:--port`` (pause, step, speed, which worlds, camera follow;
+``unilab_gpu.viewer``) and, without ``--steps``, rolls out until Ctrl-C. Needs the ``[viewer]`` extra.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from unilab_gpu.rl.checkpoint import CheckpointError, load_checkpoint, resolve_c
 from unilab_gpu.rl.trainer import agent_from_checkpoint, agent_policy, evaluate
 from unilab_gpu.sim.device import resolve_device
 from unilab_gpu.utils.files import check_output
+from unilab_gpu.viewer.checks import check_port_free, check_viewer_extra
 
 
 class TrackingErrors:
@@ -97,6 +101,16 @@ ONNX_KEYS = ("task", "env_overrides", "observation_group", "observation_dim", "a
 """Metadata keys of an exported file that a rollout needs."""
 
 
+def start_viewer(env: ManagerBasedRlEnv, worlds: int, port: int):
+    """A play-mode ``LiveViewer`` serving ``worlds`` worlds of ``env``; prints its URL."""
+    check_viewer_extra()
+    from unilab_gpu.viewer.live import LiveViewer
+
+    live = LiveViewer(env, worlds, port, mode="play", rate_hz=30.0)
+    print(f"viewer: {live.url}  ({worlds} of {env.num_envs} worlds; Ctrl-C to stop)", flush=True)
+    return live
+
+
 def _read_onnx(path: str | Path):
     """The policy and metadata of an exported file; a one-line ``ValueError`` for anything else."""
     from unilab_gpu.export.onnx_policy import OnnxPolicy
@@ -127,6 +141,9 @@ def play(
     video_env: int = 0,
     video_seconds: float = 10.0,
     overrides: Sequence[str] = (),
+    viewer: bool = False,
+    viewer_port: int = 8080,
+    viewer_worlds: int = 4,
 ) -> dict[str, float]:
     """Roll out the checkpoint's deterministic policy, or an exported ONNX file's (``onnx``,
     run with onnxruntime on the CPU); returns (and prints) the stats.
@@ -134,6 +151,8 @@ def play(
     ``task`` replaces the training task (e.g. a ``_play`` variant without observation noise);
     it must have the same observation and action sizes. ``overrides`` (Hydra syntax) apply on top
     of the training run's task overrides, e.g. ``commands.twist.params.fixed=[0.8,0.0,0.3]``.
+    ``viewer`` shows ``viewer_worlds`` worlds live on ``127.0.0.1:viewer_port`` (0: a free port);
+    without ``steps`` it rolls out until Ctrl-C.
     """
     if (checkpoint_path is None) == (onnx is None):
         raise ValueError("give either a run folder / checkpoint or --onnx FILE")
@@ -166,17 +185,34 @@ def play(
     if onnx is None:
         policy = agent_policy(agent_from_checkpoint(checkpoint, env.device, compile=compile))
 
+    live = start_viewer(env, viewer_worlds, viewer_port) if viewer else None
     if steps is None:
-        steps = math.ceil(video_seconds / env.step_dt) if video is not None else env.max_episode_length
+        if live is not None:
+            steps = sys.maxsize  # until Ctrl-C
+        else:
+            steps = math.ceil(video_seconds / env.step_dt) if video is not None else env.max_episode_length
     errors = TrackingErrors(env)
     recorder = make_recorder(env, video_env, video_seconds) if video is not None else None
+    done = [0]
 
     def on_step(step: int) -> None:
         errors(step)
         if recorder is not None:
             recorder(step)
+        if live is not None:
+            live.on_step(step)
+        done[0] = step + 1
 
-    stats = evaluate(env, policy, steps, on_step)
+    try:
+        stats = evaluate(env, policy, steps, on_step)
+    except KeyboardInterrupt:
+        if live is None:
+            raise
+        stats, steps = env.stats.summary(), done[0]
+        print(f"\nviewer: stopped after {steps} steps")
+    finally:
+        if live is not None:
+            live.close()
     if stats["episode/count"] == 0:  # means over no episode would print as zeros
         stats = {"episode/count": 0.0}
     stats.update({f"tracking/{name}": value for name, value in errors.means().items()})
@@ -207,6 +243,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="replace an existing --video file")
     parser.add_argument("--env", type=int, default=0, help="world to render (default 0)")
     parser.add_argument("--seconds", type=float, default=10.0, help="video length in env seconds (default 10)")
+    parser.add_argument("--viewer", action="store_true", help="serve a live web viewer (docs/viewer.md)")
+    parser.add_argument("--port", type=int, default=8080, help="viewer port on 127.0.0.1 (0: a free one)")
+    parser.add_argument("--worlds", type=int, default=4, help="worlds the viewer shows side by side (default 4)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compile", action="store_true", help="torch.compile env and policy")
     parser.add_argument("--task", default=None, help="play on another task config, e.g. g1_tracking_play")
@@ -218,12 +257,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="task config override (repeatable), e.g. commands.twist.params.fixed=[0.8,0.0,0.3]",
     )
     args = parser.parse_args(argv)
-    for option, value in (("--steps", args.steps), ("--num-envs", args.num_envs)):
+    for option, value in (("--steps", args.steps), ("--num-envs", args.num_envs), ("--worlds", args.worlds)):
         if value is not None and value < 1:
             parser.error(f"{option} must be >= 1, got {value}")
+    if args.viewer and args.worlds > args.num_envs:
+        parser.error(f"--worlds {args.worlds} is larger than the env's {args.num_envs} worlds (--num-envs)")
     if not (math.isfinite(args.seconds) and args.seconds > 0):
         parser.error(f"--seconds must be a finite number > 0, got {args.seconds}")
     try:
+        if args.viewer:  # checked before anything is built
+            check_viewer_extra()
+            check_port_free(args.port)
         if args.video is not None:  # checked before anything is built or rendered
             inputs = [p for p in (args.checkpoint and resolve_checkpoint(args.checkpoint), args.onnx) if p]
             check_output(args.video, "--video", force=args.force, inputs=inputs, example="rollout.mp4")
@@ -242,6 +286,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.env,
             args.seconds,
             args.override,
+            args.viewer,
+            args.port,
+            args.worlds,
         )
     except (CheckpointError, ValueError, KeyError, FileNotFoundError) as error:
         print(f"unilab-play: error: {error}", file=sys.stderr)

@@ -290,9 +290,13 @@ class MotionCommand:
     def reference_qpos(self, env_id: int) -> torch.Tensor:
         """Row ``env_id``'s current reference pose as a model ``qpos`` ``(7 + J,)``: root position,
         root quaternion (wxyz), joint positions in the robot's order (cold path, for drawing it)."""
-        rows = slice(env_id, env_id + 1)
+        return self.reference_qpos_rows(slice(env_id, env_id + 1))[0]
+
+    def reference_qpos_rows(self, rows: slice) -> torch.Tensor:
+        """:meth:`reference_qpos` of the rows ``rows``, ``(len(rows), 7 + J)``, read without a
+        host sync (the live viewer copies it while training)."""
         ref = self.library.gather(self.clip[rows], self.frame[rows])
-        return torch.cat([ref.root_pos[0], ref.root_quat[0], ref.joint_pos[0]])
+        return torch.cat([ref.root_pos, ref.root_quat, ref.joint_pos], dim=1)
 
     def row_errors(self) -> dict[str, torch.Tensor]:
         """Per row, ``(num_envs,)``, as scored by the last step (the frame the policy had observed):
