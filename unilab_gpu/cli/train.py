@@ -75,6 +75,7 @@ from unilab_gpu.rl.off_policy import run_updates
 from unilab_gpu.rl.trainer import Trainer, TrainerSettings, algo_config, make_agent
 from unilab_gpu.sim.device import resolve_device
 from unilab_gpu.utils.files import unwritable
+from unilab_gpu.viewer.checks import check_port_free, check_viewer_extra
 
 INTERRUPTED_EXIT_CODE = 130
 """Exit status after Ctrl-C (128 + SIGINT), as shells report an interrupted command."""
@@ -432,6 +433,28 @@ def stop_signals_deferred() -> Iterator[None]:
             signal.raise_signal(signum)
 
 
+def check_viewer(cfg: DictConfig) -> None:
+    """``viewer=true``: the extra is installed, ``viewer_port`` is free and ``viewer_worlds`` fits
+    the env; checked before the run folder is made (one line naming the key)."""
+    check_viewer_extra("viewer=true")
+    check_port_free(cfg.viewer_port, "viewer_port")
+    if cfg.viewer_worlds > cfg.env.num_envs:
+        raise ConfigError(
+            f"train config: 'viewer_worlds' {cfg.viewer_worlds} is larger than the env's {cfg.env.num_envs} worlds "
+            "(env.num_envs)"
+        )
+
+
+def start_training_viewer(cfg: DictConfig, trainer: Trainer):
+    """A train-mode ``LiveViewer`` fed after every iteration (at most 10 host copies a second)."""
+    from unilab_gpu.viewer.live import LiveViewer
+
+    live = LiveViewer(trainer.env, cfg.viewer_worlds, cfg.viewer_port, mode="train", field="viewer_")
+    trainer.after_iteration = live.feed.maybe_copy
+    trainer.logger.message(f"viewer: {live.url}  ({cfg.viewer_worlds} of {trainer.env.num_envs} worlds)")
+    return live
+
+
 def train(
     cfg: DictConfig,
     stream=None,
@@ -444,10 +467,13 @@ def train(
     exported (the main job's closing lines).
     """
     out = stream if stream is not None else sys.stdout
+    main = data_parallel is None or data_parallel.is_main
+    viewer = main and cfg.get("viewer", False)  # rank 0 alone serves it
+    if viewer:
+        check_viewer(cfg)
     run = build_run(cfg, stream=out, data_parallel=data_parallel)
     trainer, logger = run.trainer, run.trainer.logger
     env = trainer.env
-    main = data_parallel is None or data_parallel.is_main
     world = data_parallel.world_size if data_parallel is not None else 1
     # One env step per env per iteration off-policy; a PPO iteration is a rollout of several.
     total_steps = trainer.settings.iterations * env.num_envs * world * getattr(trainer, "steps_per_env", 1)
@@ -459,7 +485,9 @@ def train(
     )
     if trainer.iteration:
         logger.message(f"resumed at iteration {trainer.iteration} ({trainer.env_steps:,} env steps)")
+    live = None
     try:
+        live = start_training_viewer(cfg, trainer) if viewer else None
         with stop_on_signals() as stop:
             finished = trainer.train(should_stop=lambda: stop[0])
             if data_parallel is not None:  # every rank left the loop after the same iteration
@@ -484,6 +512,8 @@ def train(
             print(f"last checkpoint in {run.run_dir}\ncontinue with: {resume_command(run.run_dir)}", file=out)
         return PEER_FAILURE_EXIT_CODE
     finally:
+        if live is not None:
+            live.close()
         logger.close()
         if run.lock is not None:
             run.lock.release()

@@ -36,6 +36,13 @@ def check_train_config(cfg: DictConfig) -> None:
         _fail("env.capture", "auto, true or false", cfg.env.capture)
     if not isinstance(cfg.get("export_onnx", True), bool):
         _fail("export_onnx", "true or false", cfg.export_onnx)
+    if not isinstance(cfg.get("viewer", False), bool):
+        _fail("viewer", "true or false", cfg.viewer)
+    if cfg.get("viewer", False):
+        port = cfg.get("viewer_port", 8080)
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            _fail("viewer_port", "a port in [0, 65535] (0: a free one)", port)
+        _count("viewer_worlds", cfg.get("viewer_worlds", 4), 1)
     for key in ("task", "run_root"):
         if not isinstance(_get(cfg, key), str) or not _get(cfg, key):
             _fail(key, "a non-empty string", _get(cfg, key))

@@ -191,6 +191,8 @@ class PpoTrainer:
         self.env, self.cfg, self.settings = env, cfg, settings
         self.logger = logger
         self.on_checkpoint = on_checkpoint
+        self.after_iteration: Callable[[], None] | None = None
+        """Called on the host after every iteration (the live viewer's throttled state copy)."""
         self.vec_env = RslRlVecEnv(env, episode_log_interval=None)  # episode stats: ours, at log points
         with contextlib.redirect_stdout(io.StringIO()):  # RSL-RL prints both network layouts
             self.runner = OnPolicyRunner(
@@ -232,6 +234,8 @@ class PpoTrainer:
                 return False
             self.runner.learn(num_learning_iterations=1)
             self.iteration += 1
+            if self.after_iteration is not None:  # after RSL-RL's rollout and update, not per step
+                self.after_iteration()
             if self.iteration % self.settings.log_every == 0 or self.iteration == self.settings.iterations:
                 self._log(window)
                 window = (self.iteration, time.perf_counter())

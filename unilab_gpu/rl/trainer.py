@@ -111,6 +111,9 @@ class Trainer:
         """The algorithm config: replay and update sizes as well as the agent's hyperparameters."""
         self.logger = logger
         self.on_checkpoint = on_checkpoint
+        self.after_iteration: Callable[[], None] | None = None
+        """Called on the host after every iteration, outside the env step and the update (the live
+        viewer's throttled state copy); it must not synchronize."""
         self.device = env.device
         dims = env.observation_dims
         self._critic_group = "critic" if "critic" in dims else "policy"
@@ -202,6 +205,8 @@ class Trainer:
                 return False
             timed = (self.iteration + 1) % log_every == 0 or self.iteration + 1 == total
             self.run_iteration(timed)
+            if self.after_iteration is not None:
+                self.after_iteration()
             stop = self._log(asked() if dp is not None else False) if timed else False
             every = self.settings.checkpoint_every
             if self.on_checkpoint is not None and every and self.iteration % every == 0:

@@ -95,6 +95,7 @@ class LiveViewer:
         self._stop = threading.Event()
         self._add_controls()
         self._drawn = -1
+        self._draw_lock = threading.Lock()
         self._thread = threading.Thread(target=self._draw_loop, name="unilab-viewer", daemon=True)
         self._thread.start()
 
@@ -137,13 +138,14 @@ class LiveViewer:
 
     def draw(self) -> bool:
         """Draw the latest copy if it is new; returns whether it drew."""
-        snapshot = self.feed.read()
-        if snapshot is None or self.feed.copies == self._drawn:
-            return False
-        self._drawn = self.feed.copies
-        self.scene.show(snapshot)
-        self._numbers.content = format_numbers(snapshot)
-        return True
+        with self._draw_lock:  # the drawing thread, or a caller that wants the picture now
+            snapshot = self.feed.read()
+            if snapshot is None or self.feed.copies == self._drawn:
+                return False
+            self._drawn = self.feed.copies
+            self.scene.show(snapshot)
+            self._numbers.content = format_numbers(snapshot)
+            return True
 
     # -- play ----------------------------------------------------------------------------------
     def on_step(self, step: int) -> None:
