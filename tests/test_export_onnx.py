@@ -141,6 +141,9 @@ def test_cli_export_and_play_onnx(run_dir, tmp_path, capsys) -> None:
         "history": 1,
         "scale": 0.125,
         "clip": None,
+        "func": "unilab_gpu.envs.mdp.observations.joint_vel",  # metadata_version 3: what to compute
+        "params": {},
+        "noise": None,
     }
 
     capsys.readouterr()

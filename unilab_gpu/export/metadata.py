@@ -16,21 +16,24 @@ policy observes (raw, before any normalisation), one column per action.
 and, for ``joint_position`` actions, a PD law ``tau = stiffness * (target - q) - damping * qd``
 (MuJoCo position actuators with ``kp``/``kv``), clipped to ``effort_limit``; ``null`` in a bound
 or a limit means unbounded. The observation layout lists each term of the group with its column
-slice, history length, scale and clip, so the robot side can assemble the same vector
-(``[start, stop)`` columns, oldest history first).
+slice, history length, scale and clip, and the term's function and parameters (defaults filled
+in), so the robot side can assemble the same vector (``[start, stop)`` columns, oldest history
+first); the commands those terms read (a velocity command's gait clock, a motion command's
+anchor and bodies) are listed with theirs. :mod:`unilab_gpu.deploy` is such a robot side.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import mujoco
 
+from unilab_gpu.deploy.policy_file import METADATA_VERSION
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
+from unilab_gpu.managers.term import NAME_PARAMS, resolve_callable
 
-METADATA_VERSION = 2
-"""Stored as ``metadata_version``; bumped when a key changes meaning (2: the action offset may
-come from the observation, ``action_offset_observation_columns``)."""
+__all__ = ["METADATA_VERSION", "deployment_metadata"]
 
 REFERENCE_OBSERVATION = "unilab_gpu.tasks.tracking.observations.motion_command"
 """The observation term whose first ``J`` columns are a motion command's reference joint positions."""
@@ -62,9 +65,17 @@ def deployment_metadata(
             "history": layout.history,
             "scale": cfg.scale,
             "clip": cfg.clip,
+            "func": cfg.func,
+            "params": _term_params(cfg.func, cfg.params, f"observations.{group}.terms.{term.name}"),
+            "noise": _plain(vars(cfg.noise)) if cfg.noise is not None else None,
         }
         for term, cfg, layout in zip(obs_group.terms, obs_group.cfgs, obs_group.layouts, strict=True)
     ]
+    commands = {
+        name: {"func": cfg.func, "params": _term_params(cfg.func, cfg.params, f"commands.{name}")}
+        for name, cfg in env.cfg.commands.items()
+        if cfg is not None
+    }
     return {
         "metadata_version": METADATA_VERSION,
         "task": task,
@@ -74,6 +85,11 @@ def deployment_metadata(
         "observation_group": group,
         "observation_dim": obs_group.dim,
         "observation_terms": terms,
+        "commands": commands,
+        "robot_model": env.cfg.sim.model,
+        "keyframe": env.cfg.sim.keyframe,
+        "observed_joint_names": list(env.robot.joint_names),
+        "observed_default_joint_pos": env.robot.default_joint_pos.tolist(),
         "action_dim": env.action_dim,
         "action_kind": env.cfg.actions.kind,
         "joint_names": joint_names,
@@ -116,6 +132,29 @@ def _reference_columns(env: ManagerBasedRlEnv, group, terms: list[dict[str, Any]
         f"export: actions are residuals about command '{command}', but observation group '{group.name}' has no raw "
         f"{REFERENCE_OBSERVATION} term of it (no scale, clip, noise or history) to read the reference from"
     )
+
+
+def _term_params(func: str, params: dict[str, Any], where: str) -> dict[str, Any]:
+    """A term's parameters as its function sees them, JSON-ready: the configured ones (names,
+    such as ``sensor_names``, before they become ids) over the function's own defaults, so a
+    robot side needs no copy of the defaults (``command_name``, a gait frequency)."""
+    target = resolve_callable(func, f"{where}.func")
+    resolved = {resolved for resolved, _ in NAME_PARAMS.values()}
+    defaults = {
+        p.name: p.default
+        for p in list(inspect.signature(target).parameters.values())[1:]
+        if p.default is not inspect.Parameter.empty and p.name not in resolved
+    }
+    return _plain({**defaults, **params})
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with tuples and config containers as lists and dicts (JSON-ready)."""
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) or (hasattr(value, "__iter__") and not isinstance(value, (str, bytes))):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _finite(value: float) -> float | None:

@@ -1,0 +1,24 @@
+"""Robot-side runtime: run an exported policy from its ONNX file alone, on a MuJoCo model.
+
+This folder is written to be copied to a robot computer by itself: it imports only numpy,
+mujoco and onnxruntime (and the standard library), never torch, warp, hydra or another
+``unilab_gpu`` module, and its modules import each other relatively, so the copy works under any
+package name (``tests/test_deploy_runtime.py`` enforces both). Everything it needs comes from the
+file's metadata (``unilab-export``, docs/export.md): the observation terms with their functions
+and parameters, the action map, the PD gains and the rates.
+
+Map:
+    policy_file   PolicyFile: the ONNX session and its checked metadata (``METADATA_VERSION``)
+    terms         numpy versions of the observation terms the G1 policies read, by the env term's path
+    reference     ReferenceMotion: a canonical motion clip at the control rate, played by time
+    model_check   check_model: the MJCF against the metadata (joints, actuators, gains, limits, timestep)
+    controller    Controller: MjData -> observation -> action -> PD targets, stepped at the metadata's rates
+
+``unilab-sim2sim`` (``unilab_gpu/cli/sim2sim.py``) runs a policy with it in MuJoCo C (docs/deploy.md).
+"""
+
+from .controller import Controller
+from .policy_file import METADATA_VERSION, DeploymentError, PolicyFile
+from .reference import ReferenceMotion
+
+__all__ = ["METADATA_VERSION", "Controller", "DeploymentError", "PolicyFile", "ReferenceMotion"]

@@ -1,0 +1,185 @@
+"""NumPy versions of the observation terms the G1 policies read, keyed by the env term's path.
+
+Each entry of :data:`TERMS` builds, once, a reader ``read(data) -> (d,)`` float64 from the term's
+metadata ``params`` (names resolved to MuJoCo addresses here, not on every step); the reader
+returns what the training env's term of that path returns for one world (before the group's
+clip and scale, which :class:`~.controller.Controller` applies). Quaternions are wxyz, as in
+MuJoCo; rotations use MuJoCo's own ``mju_*`` routines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from .policy_file import DeploymentError
+from .reference import ReferenceMotion
+from .rotations import quat_conjugate, quat_mul, rotate_inverse, rotmat
+
+VELOCITY_COMMAND = "unilab_gpu.tasks.velocity.velocity_command.VelocityCommand"
+MOTION_COMMAND = "unilab_gpu.tasks.tracking.motion_command.MotionCommand"
+
+Reader = Callable[[mujoco.MjData], np.ndarray]
+
+
+@dataclass
+class TermContext:
+    """What the terms read besides ``MjData``: the model, the metadata, and the controller's state,
+    which the controller updates in place between steps (the readers hold this object)."""
+
+    model: mujoco.MjModel
+    metadata: dict[str, Any]
+    joint_qpos: np.ndarray
+    """qpos addresses of the observed joints (``observed_joint_names``), ``(J,)``."""
+    joint_qvel: np.ndarray
+    """qvel addresses of the observed joints, ``(J,)``."""
+    root_qpos: int
+    """qpos address of the free root joint (position, then quaternion)."""
+    last_action: np.ndarray
+    """The last action applied (clipped), ``(action_dim,)``; zero at a start."""
+    velocity_command: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    """``[v_x, v_y, omega_z]`` in the base frame (m/s, rad/s)."""
+    phase: float = 0.0
+    """Gait phase of the left foot, rad."""
+    reference: ReferenceMotion | None = None
+    frame: int = 0
+    """The reference frame the policy observes now."""
+
+    def command(self, name: str, func: str, term: str) -> dict[str, Any]:
+        """The parameters of command ``name``, which must be a ``func`` (its class path)."""
+        commands = self.metadata["commands"]
+        if name not in commands or commands[name]["func"].replace(":", ".") != func:
+            raise DeploymentError(
+                f"observation term '{term}' reads command '{name}', which the metadata does not list as a {func} "
+                f"(commands: { {k: v['func'] for k, v in commands.items()} })"
+            )
+        return commands[name]["params"]
+
+    def body_id(self, name: str, what: str) -> int:
+        body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, name)
+        if body < 0:
+            raise DeploymentError(f"{what}: body '{name}' is not in the MJCF")
+        return body
+
+    def need_reference(self, term: str) -> ReferenceMotion:
+        if self.reference is None:
+            raise DeploymentError(f"observation term '{term}' reads a motion reference: give one (ReferenceMotion)")
+        return self.reference
+
+
+def joint_pos_rel(ctx: TermContext, term: str) -> Reader:
+    default = np.asarray(ctx.metadata["observed_default_joint_pos"], dtype=np.float64)
+    return lambda data: data.qpos[ctx.joint_qpos] - default
+
+
+def joint_vel(ctx: TermContext, term: str) -> Reader:
+    return lambda data: data.qvel[ctx.joint_qvel].copy()
+
+
+def last_action(ctx: TermContext, term: str) -> Reader:
+    return lambda data: ctx.last_action.copy()
+
+
+def sensor(ctx: TermContext, term: str, sensor_names: list[str]) -> Reader:
+    columns = []
+    for name in [sensor_names] if isinstance(sensor_names, str) else sensor_names:
+        sensor_id = mujoco.mj_name2id(ctx.model, mujoco.mjtObj.mjOBJ_SENSOR, name)
+        if sensor_id < 0:
+            raise DeploymentError(f"observation term '{term}': sensor '{name}' is not in the MJCF")
+        start = int(ctx.model.sensor_adr[sensor_id])
+        columns.extend(range(start, start + int(ctx.model.sensor_dim[sensor_id])))
+    cols = np.asarray(columns, dtype=np.int64)
+    return lambda data: data.sensordata[cols].copy()
+
+
+def projected_gravity(ctx: TermContext, term: str) -> Reader:
+    down = np.array([0.0, 0.0, -1.0])
+
+    def read(data: mujoco.MjData) -> np.ndarray:
+        return rotate_inverse(data.qpos[ctx.root_qpos + 3 : ctx.root_qpos + 7], down)
+
+    return read
+
+
+def velocity_command(ctx: TermContext, term: str, command_name: str = "twist") -> Reader:
+    ctx.command(command_name, VELOCITY_COMMAND, term)
+    return lambda data: ctx.velocity_command.astype(np.float64)
+
+
+def gait_phase(ctx: TermContext, term: str, command_name: str = "twist") -> Reader:
+    ctx.command(command_name, VELOCITY_COMMAND, term)
+    return lambda data: np.array([np.sin(ctx.phase), np.cos(ctx.phase)])
+
+
+def motion_command(ctx: TermContext, term: str, command_name: str = "motion") -> Reader:
+    ctx.command(command_name, MOTION_COMMAND, term)
+    reference = ctx.need_reference(term)
+    return lambda data: np.concatenate([reference.joint_pos[ctx.frame], reference.joint_vel[ctx.frame]])
+
+
+def _anchors(ctx: TermContext, term: str, command_name: str) -> tuple[ReferenceMotion, int, int]:
+    """The reference, its anchor body's column and the robot's anchor body id."""
+    anchor = ctx.command(command_name, MOTION_COMMAND, term)["anchor_body"]
+    reference = ctx.need_reference(term)
+    return reference, reference.body_column(anchor), ctx.body_id(anchor, f"observation term '{term}'")
+
+
+def motion_anchor_pos_b(ctx: TermContext, term: str, command_name: str = "motion") -> Reader:
+    reference, column, body = _anchors(ctx, term, command_name)
+
+    def read(data: mujoco.MjData) -> np.ndarray:
+        offset = reference.body_pos_w[ctx.frame, column] - data.xpos[body]
+        return rotate_inverse(data.xquat[body], offset)
+
+    return read
+
+
+def motion_anchor_ori_b(ctx: TermContext, term: str, command_name: str = "motion") -> Reader:
+    reference, column, body = _anchors(ctx, term, command_name)
+
+    def read(data: mujoco.MjData) -> np.ndarray:
+        relative = quat_mul(quat_conjugate(data.xquat[body]), reference.body_quat_w[ctx.frame, column])
+        return rotmat(relative)[:, :2].reshape(6)  # first two columns, row by row (continuous)
+
+    return read
+
+
+TERMS: dict[str, Callable[..., Reader]] = {
+    "unilab_gpu.envs.mdp.observations.joint_pos_rel": joint_pos_rel,
+    "unilab_gpu.envs.mdp.observations.joint_vel": joint_vel,
+    "unilab_gpu.envs.mdp.observations.last_action": last_action,
+    "unilab_gpu.envs.mdp.observations.sensor": sensor,
+    "unilab_gpu.envs.mdp.observations.projected_gravity": projected_gravity,
+    "unilab_gpu.tasks.velocity.observations.velocity_command": velocity_command,
+    "unilab_gpu.tasks.velocity.observations.gait_phase": gait_phase,
+    "unilab_gpu.tasks.tracking.observations.motion_command": motion_command,
+    "unilab_gpu.tasks.tracking.observations.motion_anchor_pos_b": motion_anchor_pos_b,
+    "unilab_gpu.tasks.tracking.observations.motion_anchor_ori_b": motion_anchor_ori_b,
+}
+"""The env term's dotted path (``func`` in the metadata) -> its reader builder
+``build(ctx, term_name, **params)``: the terms of the G1 velocity and tracking policy groups."""
+
+
+def build_reader(ctx: TermContext, term: dict[str, Any]) -> Reader:
+    """The reader of one metadata observation term (``name``, ``func``, ``params``).
+
+    Raises:
+      DeploymentError: the term's function has no numpy version here, or its parameters do not fit.
+    """
+    func = str(term["func"]).replace(":", ".")
+    build = TERMS.get(func)
+    if build is None:
+        raise DeploymentError(
+            f"observation term '{term['name']}' uses {func}, which the deployment runtime does not implement; "
+            f"supported: {sorted(TERMS)}"
+        )
+    try:
+        return build(ctx, term["name"], **term["params"])
+    except TypeError as error:
+        raise DeploymentError(
+            f"observation term '{term['name']}' ({func}): parameters {term['params']}: {error}"
+        ) from None
