@@ -10,7 +10,9 @@ The ghost is a second copy of the model's dynamic geoms (the robot, not the floo
 another ``qpos``, drawn translucent: the reference motion of a tracking task.
 
 What the picture shows otherwise comes from the model: the G1 scene (``assets/robots/g1/scene.xml``)
-has a gradient sky and a checker floor. Shadows are off: Mesa's software rasteriser, which renders
+has a gradient sky, a checker floor and a fog colour that fades the far floor into the sky (fog is
+switched on here: the far checker otherwise flickers into moiré, and a GIF of it doubles in size).
+Shadows are off: Mesa's software rasteriser, which renders
 every CPU-only video, draws MuJoCo's shadow maps as black speckles around the feet and on the
 robot itself (shadow acne), and the translucent ghost would cast shadows of its own.
 """
@@ -84,6 +86,7 @@ class OffscreenRenderer:
         self._viewport = mujoco.MjrRect(0, 0, width, height)
         self._scene = mujoco.MjvScene(model, maxgeom=2 * model.ngeom + 100)
         self._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False  # see the module docstring
+        self._scene.flags[mujoco.mjtRndFlag.mjRND_FOG] = True
         self._option = mujoco.MjvOption()
         self._perturb = mujoco.MjvPerturb()
         self.body = body

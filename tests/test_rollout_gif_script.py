@@ -1,0 +1,37 @@
+"""scripts/rollout_gif.py: an MP4 becomes a GIF with the asked frame rate and width, one palette."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+iio = pytest.importorskip("imageio.v3")
+pytest.importorskip("imageio_ffmpeg")
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "rollout_gif.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("rollout_gif", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_mp4_to_gif_keeps_every_nth_frame_at_the_asked_width(tmp_path) -> None:
+    # 2 s at 50 fps of a bar sliding across a 160 x 128 picture (MP4 sizes are multiples of 16).
+    frames = np.full((100, 128, 160, 3), 200, dtype=np.uint8)
+    for i, frame in enumerate(frames):
+        frame[40:80, i : i + 20] = (200, 40, 40)
+    mp4 = tmp_path / "clip.mp4"
+    iio.imwrite(mp4, frames, fps=50)
+    gif = tmp_path / "clip.gif"
+    gif.write_bytes(load_script().mp4_to_gif(mp4, fps=12.5, width=80))
+    decoded = iio.imread(gif, index=None)
+    assert decoded.shape[:3] == (25, 64, 80)  # 2 s x 12.5 fps; 160 x 128 scaled to 80 wide
+    # The bar moved: every 4th source frame, 4 px a frame at full size, 2 px at half.
+    columns = [np.nonzero(f[30, :, 0].astype(int) - f[30, :, 1].astype(int) > 80)[0].mean() for f in decoded[:10]]
+    assert np.allclose(np.diff(columns), 2.0, atol=0.6), columns
