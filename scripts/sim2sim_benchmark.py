@@ -84,9 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as folder:
             video = Path(folder) / "run.mp4"
             sim2sim(args.policy, commands[0], args.motion, args.frame_seconds, video)
-            for frame in iio.imiter(video):  # keep the last
+            last = None
+            for last in iio.imiter(video):  # noqa: B007 (the last frame is kept)
                 pass
-            png = iio.imwrite("<bytes>", frame, extension=".png")
+            png = iio.imwrite("<bytes>", last, extension=".png")
         write_atomic(args.frame, lambda file: file.write(png))
     result = {
         "what": "the same exported policy in plain MuJoCo C (unilab-sim2sim) and in its training env (MJWarp)",
