@@ -92,7 +92,7 @@ def test_train_viewer_on_a_busy_port_is_one_line_and_writes_nothing(busy_port, t
 
 
 # -- training ----------------------------------------------------------------------------------
-def test_training_viewer_copies_after_iterations_at_most_10_hz(tmp_path, capsys, monkeypatch) -> None:
+def test_training_viewer_then_play_viewer_of_the_run(tmp_path, capsys, monkeypatch) -> None:
     viewers = []
     start = train_cli.start_training_viewer
 
@@ -102,7 +102,8 @@ def test_training_viewer_copies_after_iterations_at_most_10_hz(tmp_path, capsys,
 
     monkeypatch.setattr(train_cli, "start_training_viewer", keep)
     began = time.monotonic()
-    overrides = ["viewer=true", "viewer_port=0", "total_env_steps=40", "export_onnx=false", f"run_root={tmp_path}"]
+    run_dir = tmp_path / "run"
+    overrides = ["viewer=true", "viewer_port=0", "total_env_steps=40", "export_onnx=false", f"run_dir={run_dir}"]
     assert train_cli.main([*TINY, *overrides]) == 0
     elapsed = time.monotonic() - began
     out = capsys.readouterr().out
@@ -111,6 +112,14 @@ def test_training_viewer_copies_after_iterations_at_most_10_hz(tmp_path, capsys,
     assert 1 <= live.feed.copies <= 10 * elapsed + 1  # the first iteration copies, then at most 10 a second
     snapshot = live.feed.read()
     assert snapshot.qpos.shape == (4, 1) and snapshot.episode_step.max() >= 1
+
+    # unilab-play --viewer of the run: the URL line, then the usual stats. (--onnx builds its policy
+    # differently, then plays through the same code.)
+    args = [str(run_dir), "--viewer", "--port", "0", "--worlds", "2", "--num-envs", "4", "--steps", "4"]
+    assert play_main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("viewer: http://127.0.0.1:") and "(2 of 4 worlds; Ctrl-C" in line for line in lines)
+    assert any("4 envs x 4 steps" in line for line in lines)
 
 
 # -- scene -------------------------------------------------------------------------------------
@@ -210,6 +219,9 @@ def test_headless_chromium_renders_the_robots(tmp_path) -> None:
     env = make_env("pendulum", num_envs=3, device="cpu", compile=False, seed=0, announce=False)
     env.reset()
     live = LiveViewer(env, worlds=3, port=0)
+    # Software WebGL on 2 busy cores spends ~35 s prefiltering the HDR environment map before
+    # the first frame; plain lights show the same geometry.
+    live.server.scene.configure_environment_map(hdri=None)
     browser = HeadlessChromium()
     try:
         down = torch.zeros_like(env.sim.state.qpos)
