@@ -8,7 +8,8 @@ Usage::
         --task g1_velocity_play --override "commands.twist.params.fixed=[0.5,0.0,0.0]"
 
 The rollout is one world (``--num-envs 1``, world 0) rendered at 640 x 480 and the control rate;
-the GIF keeps every n-th frame for ``--fps`` and is scaled to ``--width``. A few hundred KB for
+the GIF keeps every n-th frame for ``--fps``, crops the centre (``--crop``: the camera keeps the
+robot there) and is scaled to ``--width``. A few hundred KB for
 3 s at 288 px wide; the GIF is written atomically.
 """
 
@@ -26,12 +27,13 @@ from unilab_gpu.cli.play import main as play_main
 from unilab_gpu.utils.files import check_output, write_atomic
 
 
-def mp4_to_gif(mp4: Path, fps: float, width: int) -> bytes:
-    """The GIF bytes of ``mp4`` at ``fps`` frames a second and ``width`` pixels wide."""
+def mp4_to_gif(mp4: Path, fps: float, width: int, crop: float = 1.0) -> bytes:
+    """The GIF bytes of ``mp4`` at ``fps`` frames a second, its centre ``crop`` (a fraction of
+    width and height) scaled to ``width`` pixels."""
     # One palette for the clip, from the pixels that change; no dithering: its noise defeats GIF's
     # compression and frame differencing (diff_mode), which is most of what keeps the file small.
     graph = (
-        f"fps={fps},scale={width}:-2:flags=lanczos,split[a][b];"
+        f"fps={fps},crop=iw*{crop}:ih*{crop},scale={width}:-2:flags=lanczos,split[a][b];"
         "[a]palettegen=max_colors=48:stats_mode=diff[p];[b][p]paletteuse=dither=none:diff_mode=rectangle"
     )
     ffmpeg = imageio_ffmpeg.get_ffmpeg_exe()
@@ -49,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="env seconds (default 3)")
     parser.add_argument("--width", type=int, default=288, help="GIF width in pixels (default 288)")
     parser.add_argument("--fps", type=float, default=12.5, help="GIF frames a second (default 12.5)")
+    parser.add_argument("--crop", type=float, default=0.75, help="centre fraction kept (default 0.75)")
     parser.add_argument("--force", action="store_true", help="replace an existing OUT")
     options = parser.parse_args(args)
     try:
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         if status != 0 or not mp4.is_file():
             print("rollout_gif: error: unilab-play wrote no video (see above)", file=sys.stderr)
             return status or 1
-        gif = mp4_to_gif(mp4, options.fps, options.width)
+        gif = mp4_to_gif(mp4, options.fps, options.width, options.crop)
     write_atomic(options.out, lambda file: file.write(gif))
     print(f"rollout_gif: {options.out} ({len(gif) / 1024:.0f} KB, {options.seconds:g} s at {options.fps:g} fps)")
     return 0
