@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from script_helpers import load_script
 
 pytest.importorskip("nbclient", reason="nbclient is in the dev extra")
 nbformat = pytest.importorskip("nbformat", reason="nbformat is in the dev extra")
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "docs" / "profiling.ipynb"
-SCRIPT = ROOT / "scripts" / "execute_notebook.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("execute_notebook", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_committed_notebook_shows_a_cpu_run() -> None:
@@ -37,7 +29,7 @@ def test_notebook_executes_on_cpu(monkeypatch) -> None:
     # The kernel inherits the environment: stay off any GPU, one thread. --small's sizes.
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    script = load_script()
+    script = load_script("execute_notebook")
     nb = script.execute(nbformat.read(NOTEBOOK, as_version=4), timeout=120, small=True)
 
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
+from script_helpers import load_script
 
 iio = pytest.importorskip("imageio.v3")
 pytest.importorskip("imageio_ffmpeg")
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "rollout_gif.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("rollout_gif", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_mp4_to_gif_keeps_every_nth_frame_and_the_centre_at_the_asked_width(tmp_path) -> None:
@@ -29,7 +18,7 @@ def test_mp4_to_gif_keeps_every_nth_frame_and_the_centre_at_the_asked_width(tmp_
     mp4 = tmp_path / "clip.mp4"
     iio.imwrite(mp4, frames, fps=50)
     gif = tmp_path / "clip.gif"
-    gif.write_bytes(load_script().mp4_to_gif(mp4, fps=12.5, width=60, crop=0.75))
+    gif.write_bytes(load_script("rollout_gif").mp4_to_gif(mp4, fps=12.5, width=60, crop=0.75))
     decoded = iio.imread(gif, index=None)
     assert decoded.shape[:3] == (25, 48, 60)  # 2 s x 12.5 fps; the centre 120 x 96 scaled to 60 wide
     # The bar moved: every 4th source frame, 4 px a frame at full size, 2 px at half; column 20
