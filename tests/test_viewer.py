@@ -133,6 +133,35 @@ def test_command_arrows_turn_with_the_heading() -> None:
     np.testing.assert_allclose(world[1] - world[0], [1.0, 0.0, 0.0])  # a world-frame velocity is not turned
 
 
+def test_velocity_scene_follows_the_chosen_world_and_can_hide_the_others() -> None:
+    env = make_env("g1_velocity", num_envs=3, device="cpu", compile=False, seed=0, announce=False)
+    env.reset()
+    env.step(torch.zeros(env.num_envs, env.action_dim))
+    live = LiveViewer(env, worlds=2, port=0, mode="train")
+    try:
+        live.feed.show_from(1)  # worlds 1 and 2
+        scene = live.scene
+        for followed, hide in ((0, False), (1, False), (1, True)):
+            scene.scene.env_idx, scene.scene.show_only_selected = followed, hide
+            live.feed.maybe_copy(force=True)
+            assert live.draw()
+            points = scene._arrows.points
+            command = env.command_manager.get("twist").command[1:3].numpy()
+            shown = [followed] if hide else [0, 1]
+            assert points.shape == (2 * len(shown), 2, 3)
+            # The followed world's root is at the origin (its arrows start 0.6 m above it), the
+            # other one stands `spacing` away along y, and an arrow's length is the command's speed.
+            for i, world in enumerate(shown):
+                start = points[i, 0]
+                expected_y = (world - followed) * scene.spacing
+                root = env.sim.state.qpos[1 + world, :3].numpy() - env.sim.state.qpos[1 + followed, :3].numpy()
+                np.testing.assert_allclose(start, root + [0.0, expected_y, 0.6], atol=1e-5)
+                length = np.linalg.norm(points[i, 1] - points[i, 0])
+                assert length == pytest.approx(np.linalg.norm(command[world, :2]), abs=1e-5)
+    finally:
+        live.close()
+
+
 # -- the page in a browser ---------------------------------------------------------------------
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = [

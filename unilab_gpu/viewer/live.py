@@ -95,6 +95,8 @@ class LiveViewer:
         self._stop = threading.Event()
         self._add_controls()
         self._drawn = -1
+        self.drawn = 0
+        """Pictures drawn so far."""
         self._draw_lock = threading.Lock()
         self._thread = threading.Thread(target=self._draw_loop, name="unilab-viewer", daemon=True)
         self._thread.start()
@@ -134,7 +136,8 @@ class LiveViewer:
         while not self._stop.wait(self.period):
             if self.paused and self.mode == "train":
                 continue
-            self.draw()
+            if self.server.get_clients():  # nobody watching: nothing to draw or send
+                self.draw()
 
     def draw(self) -> bool:
         """Draw the latest copy if it is new; returns whether it drew."""
@@ -145,6 +148,7 @@ class LiveViewer:
             self._drawn = self.feed.copies
             self.scene.show(snapshot)
             self._numbers.content = format_numbers(snapshot)
+            self.drawn += 1
             return True
 
     # -- play ----------------------------------------------------------------------------------

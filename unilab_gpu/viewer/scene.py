@@ -105,15 +105,17 @@ class WorldsScene:
             )
         return handles
 
-    def poses(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Body positions ``(K, nbody, 3)`` (display offsets added) and rotation matrices
-        ``(K, nbody, 3, 3)`` of ``qpos`` ``(K, nq)``, by forward kinematics on the host."""
+    def poses(self, qpos: np.ndarray, offsets: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Body positions ``(K, nbody, 3)`` (display ``offsets`` ``(K, 3)`` added, by default the
+        K worlds') and rotation matrices ``(K, nbody, 3, 3)`` of ``qpos`` ``(K, nq)``, by forward
+        kinematics on the host."""
+        offsets = self.offsets if offsets is None else offsets
         xpos = np.empty((len(qpos), self.model.nbody, 3))
         xmat = np.empty((len(qpos), self.model.nbody, 3, 3))
         for k, q in enumerate(qpos):
             self._data.qpos[:] = q
             mujoco.mj_kinematics(self.model, self._data)
-            xpos[k] = self._data.xpos + self.offsets[k]
+            xpos[k] = self._data.xpos + offsets[k]
             xmat[k] = self._data.xmat.reshape(-1, 3, 3)
         return xpos, xmat
 
@@ -125,16 +127,20 @@ class WorldsScene:
         # mjviser shifts the scene so that the followed world's root stays at the origin.
         follow = scene.camera_tracking_enabled
         shift = -xpos[scene.env_idx, self._root] if follow else np.zeros(3)
+        # mjviser's "Hide others" draws the followed world alone; so do the ghosts and arrows.
+        shown = slice(scene.env_idx, scene.env_idx + 1) if scene.show_only_selected else slice(None)
         with self.server.atomic():
             if self._ghosts and snapshot.reference_qpos is not None:
-                ghost_pos, ghost_mat = self.poses(snapshot.reference_qpos)
+                ghost_pos, ghost_mat = self.poses(snapshot.reference_qpos[shown], self.offsets[shown])
                 ghost_quat = vtf.SO3.from_matrix(ghost_mat).wxyz
                 for body, handle in self._ghosts.items():
                     handle.batched_positions = (ghost_pos[:, body] + shift).astype(np.float32)
                     handle.batched_wxyzs = ghost_quat[:, body].astype(np.float32)
             if self._arrows is not None and snapshot.command is not None:
-                qpos = snapshot.qpos.copy()
-                qpos[:, :3] += self.offsets
-                command = heading_arrows(qpos, snapshot.command[:, :2], "heading")
-                measured = heading_arrows(qpos, snapshot.base_velocity[:, :2], "world")
+                qpos = snapshot.qpos[shown].copy()
+                qpos[:, :3] += self.offsets[shown]
+                command = heading_arrows(qpos, snapshot.command[shown, :2], "heading")
+                measured = heading_arrows(qpos, snapshot.base_velocity[shown, :2], "world")
+                colors = np.array([COMMAND_RGB] * len(qpos) + [VELOCITY_RGB] * len(qpos), dtype=np.uint8)
                 self._arrows.points = (np.concatenate([command, measured]) + shift).astype(np.float32)
+                self._arrows.colors = colors
