@@ -293,7 +293,7 @@ def write_docs_picture(path: str) -> None:
         show(live, env)
         browser.call("Page.navigate", url=live.url)
         wait_for_client(live)
-        time.sleep(20)  # meshes load in the software renderer
+        time.sleep(60)  # meshes and the environment map load in the software renderer
         Image.fromarray(browser.screenshot()).save(path)
     finally:
         browser.close()
