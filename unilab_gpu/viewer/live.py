@@ -146,8 +146,9 @@ class LiveViewer:
             if snapshot is None or self.feed.copies == self._drawn:
                 return False
             self._drawn = self.feed.copies
-            self.scene.show(snapshot)
-            self._numbers.content = format_numbers(snapshot)
+            with self.server.atomic():  # one wake-up of the server's thread per picture, not one per part
+                self.scene.show(snapshot)
+                self._numbers.content = format_numbers(snapshot)
             self.drawn += 1
             return True
 
