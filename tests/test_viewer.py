@@ -32,7 +32,8 @@ from test_cli_train import TINY  # noqa: E402
 from unilab_gpu.cli import train as train_cli  # noqa: E402
 from unilab_gpu.cli.play import main as play_main  # noqa: E402
 from unilab_gpu.envs.make_env import make_env  # noqa: E402
-from unilab_gpu.viewer.live import LiveViewer  # noqa: E402
+from unilab_gpu.viewer.feed import WorldSnapshot  # noqa: E402
+from unilab_gpu.viewer.live import LiveViewer, format_numbers  # noqa: E402
 from unilab_gpu.viewer.scene import heading_arrows  # noqa: E402
 
 
@@ -160,6 +161,28 @@ def test_velocity_scene_follows_the_chosen_world_and_can_hide_the_others() -> No
                 assert length == pytest.approx(np.linalg.norm(command[world, :2]), abs=1e-5)
     finally:
         live.close()
+
+
+def test_numbers_table_has_a_column_per_world() -> None:
+    snapshot = WorldSnapshot(
+        first=2,
+        qpos=np.zeros((2, 1)),
+        episode_step=np.array([7, 120]),
+        reward=np.array([0.0125, -0.5]),
+        episode_return=np.array([1.234, 9.0]),
+        errors={"lin_vel_error": np.array([0.25, 1.0])},
+        reference_qpos=None,
+        command=None,
+        base_velocity=None,
+    )
+    assert format_numbers(snapshot).splitlines() == [
+        "| world | 2 | 3 |",
+        "|---|---|---|",
+        "| episode step | 7 | 120 |",
+        "| reward | 0.013 | -0.500 |",
+        "| return | 1.23 | 9.00 |",
+        "| lin vel error | 0.250 | 1.000 |",
+    ]
 
 
 # -- the page in a browser ---------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 :class:`LiveViewer` serves K worlds of a running env (:mod:`unilab_gpu.viewer.scene`) from the
 host copies of a :class:`~unilab_gpu.viewer.feed.StateFeed`; a daemon thread reads the latest
-copy ``rate_hz`` times a second and redraws. Two modes:
+copy ``rate_hz`` times a second and redraws while a browser is connected. Two modes:
 
 - ``play`` (``unilab-play --viewer``): :meth:`LiveViewer.on_step`, called after every env step,
   copies the state and paces the rollout: pause, single steps, speed (a real-time factor).
