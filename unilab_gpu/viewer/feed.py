@@ -113,6 +113,7 @@ class StateFeed:
         self.period = 1.0 / rate_hz
         self._clock = clock
         self._sources, self.error_names = world_sources(env)
+        self._device = env.device
         on_cuda = env.device.type == "cuda"
         rows = slice(0, worlds)
         shapes = {name: read(rows) for name, read in self._sources.items()}
@@ -159,7 +160,7 @@ class StateFeed:
             for name, read in self._sources.items():
                 self._host[name].copy_(read(rows), non_blocking=True)
             if self._event is not None:
-                self._event.record()
+                self._event.record(torch.cuda.current_stream(self._device))
             self._copied_first = self.first
             self._last_copy = now
             self.copies += 1
