@@ -1,36 +1,45 @@
 #!/usr/bin/env bash
 # Build the offline bundle that scripts/gpu_check.sh installs on a GPU machine without network.
 #
-#   bash scripts/gpu_bundle.sh [--check] [DIR]      # DIR defaults to .gpu_bundle (git-ignored)
+#   WARP_SOURCE=DIR bash scripts/gpu_bundle.sh [--check] [DIR]   # DIR defaults to .gpu_bundle (git-ignored)
 #
 # Needs the package index (pip download) and is run here, in the project's environment: it
 # bundles the versions installed in PYTHON (default python3), the ones the test suite passed on.
 # DIR/all receives, for CPython 3.12 on manylinux x86-64, everything the GPU check needs beyond
-# what the GPU machine already has (torch, numpy, pytest, tensorboard, matplotlib):
+# what the GPU machine already has (torch 2.11.0+cu130 with its NVRTC, numpy, pytest, ...):
 #   wheels/          mujoco + mujoco-core (not mujoco-studio, glfw, pyopengl: `import mujoco`
 #                    and mj_step need none of them), mujoco-warp, warp-lang without its CPU
 #                    compiler library (warp-clang.so: Warp's CPU kernels only), examples and
 #                    tests, and without warp.so; hydra-core, omegaconf, antlr4-python3-runtime
 #                    (an sdist on the index: built into a wheel here), PyYAML, packaging,
 #                    absl-py, etils, fsspec, typing_extensions, zipp;
-#   files/warp.so.xz warp/bin/warp.so (CUDA runtime, NVRTC and ptxas linked in), xz -9e;
+#   files/warp.so.xz warp/bin/warp.so built here from the warp-lang wheel's own sources for
+#                    sm_90 with NVRTC linked dynamically (scripts/gpu_bundle_warp.py: nvcc 13 at
+#                    CUDA_HOME, default /usr/local/cuda; NanoVDB headers from WARP_SOURCE, a
+#                    checkout of NVIDIA/warp), xz -9e;
+#   nvrtc.txt        the NVRTC that warp.so loads from the machine (libnvrtc.so.13);
 #   install.sh       `bash DIR/all/install.sh TARGET [PYTHON]`: installs all of it from these
 #                    files alone (scripts/gpu_bundle_install.sh);
 #   unpack.txt, python_version, SHA256SUMS: what install.sh unpacks and checks.
-# and DIR/1, DIR/2, ...: the same bundle as transfer parts of at most 56 MiB each (with the
-# repository, 3.4 MiB today, one part fits one 64 MiB call to the GPU machine), to be carried
-# one per call and staged there with `install.sh --stage` (scripts/gpu_bundle_layout.py,
-# docs/gpu_check.md).
+# The whole bundle must be at most 60 MiB: with the repository it fits one 64 MiB call to the
+# GPU machine, as DIR/1 (the transfer layout of scripts/gpu_bundle_layout.py, docs/gpu_check.md).
+# DIR/cache keeps the built library and its xz by a key of the inputs (gpu_bundle_warp.py key):
+# a rebuild with the same wheels and toolkit neither compiles nor compresses again.
 #
-# --check then stages the parts and installs them into a temporary directory, and imports warp,
-# mujoco, mujoco_warp, hydra and omegaconf from it with a bare CPython 3.12 that has numpy only
-# (CHECK_PYTHON, default python3.12; with pyenv: PYENV_VERSION=3.12.1). With CHECK_TORCH_PYTHON
-# set to a Python 3.12 that has torch, it also imports the project against that install.
+# --check then stages the part and installs it into a temporary directory, and imports warp,
+# mujoco, mujoco_warp, hydra and omegaconf from it with a bare CPython 3.12 that has numpy and
+# the NVRTC wheel the GPU machine's torch brings (CHECK_PYTHON, default python3.12; with pyenv:
+# PYENV_VERSION=3.12.1), and loads warp.so with NVRTC found as gpu_check.sh finds it. With
+# CHECK_TORCH_PYTHON set to a Python 3.12 that has torch, it also imports the project against
+# that install.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"
 PYTHON_VERSION=3.12
-MAX_BYTES=$((56 * 1024 * 1024))  # one transfer part: 64 MiB a call, 8 left for the repository
+MAX_BYTES=$((60 * 1024 * 1024))  # the whole bundle, one transfer part: 64 MiB a call, 4 left for the repository
+NVRTC=nvidia-cuda-nvrtc==13.0.88  # what torch 2.11.0+cu130 pins (cuda-toolkit[nvrtc]==13.0.2): on the GPU machine
+PTXCOMPILER=nvidia-nvptxcompiler==13.0.88  # the PTX compiler of the same CUDA release, linked into warp.so
+CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
 PACKAGES=(mujoco mujoco-core mujoco-warp warp-lang hydra-core omegaconf PyYAML packaging absl-py etils fsspec
   typing_extensions zipp)
 ANTLR=antlr4-python3-runtime  # hydra's grammar runtime: only an sdist on the index
@@ -45,7 +54,7 @@ for arg in "$@"; do
     *) DIR=$arg ;;
   esac
 done
-if [ -e "$DIR" ] && [ ! -f "$DIR/all/install.sh" ] && [ -n "$(ls -A "$DIR")" ]; then
+if [ -e "$DIR" ] && [ ! -f "$DIR/all/install.sh" ] && [ ! -d "$DIR/cache" ] && [ -n "$(ls -A "$DIR")" ]; then
   fail "DIR '$DIR' exists and is not a bundle (no all/install.sh): choose another directory"
 fi
 
@@ -76,17 +85,32 @@ done
 "$PY" -m pip download --quiet --disable-pip-version-check --no-deps --no-binary=:all: -d "$work/sdist" \
   "$(echo "$versions" | grep "^$ANTLR==")"
 "$PY" -m pip wheel --quiet --disable-pip-version-check --no-deps -w "$work/download" "$work"/sdist/*
+# What warp.so is built with (not bundled): NVRTC's and the PTX compiler's headers and libraries.
+"$PY" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: "${platforms[@]}" \
+  --python-version "$PYTHON_VERSION" -d "$work/inputs" "$NVRTC" "$PTXCOMPILER"
+inputs=("$work"/download/warp_lang-*.whl "$work"/inputs/nvidia_cuda_nvrtc-*.whl "$work"/inputs/nvidia_nvptxcompiler-*.whl)
 
-# warp-lang without its CPU compiler library, examples and tests; warp.so xz-compressed beside it.
-"$PY" "$ROOT/scripts/gpu_bundle_layout.py" strip-warp "$work/download" "$work/bundle" "$DIR/all"
+# warp.so from the wheel's sources (sm_90, dynamic NVRTC), kept in DIR/cache by the key of its inputs.
+[ -x "$CUDA_HOME/bin/nvcc" ] || fail "no nvcc at CUDA_HOME '$CUDA_HOME' (a CUDA 13 toolkit builds warp.so)"
+mkdir -p "$DIR/cache"
+library="$DIR/cache/warp-$("$PY" "$ROOT/scripts/gpu_bundle_warp.py" key "${inputs[@]}" --cuda-path "$CUDA_HOME").so"
+if [ -f "$library" ]; then
+  echo "gpu_bundle: warp.so: reusing $library (same wheels, toolkit and options)"
+else
+  [ -f "${WARP_SOURCE:-}/warp/native/nanovdb/NanoVDB.h" ] ||
+    fail "WARP_SOURCE must be a checkout of NVIDIA/warp (warp.so needs its NanoVDB headers; docs/gpu_check.md)"
+  echo "gpu_bundle: building warp.so for sm_90 (nvcc, about 25 minutes on two busy cores) ..."
+  "$PY" "$ROOT/scripts/gpu_bundle_warp.py" build "${inputs[@]}" "$WARP_SOURCE" "$library" --cuda-path "$CUDA_HOME"
+fi
+
+# warp-lang without warp.so, its CPU compiler library, examples and tests; the built warp.so as xz.
+"$PY" "$ROOT/scripts/gpu_bundle_layout.py" strip-warp "$work/download" "$work/bundle" "$library"
 cp "$ROOT/scripts/gpu_bundle_install.sh" "$work/bundle/install.sh"
 echo "$PYTHON_VERSION" > "$work/bundle/python_version"
 (cd "$work/bundle" && find . -type f ! -name SHA256SUMS | sort | xargs sha256sum > SHA256SUMS)
-bytes=$(du -sb "$work/bundle" | cut -f1)
-# Transfer parts of at most 56 MiB: with the repository (3.4 MiB today) each fits one 64 MiB call.
-parts=$("$PY" "$ROOT/scripts/gpu_bundle_layout.py" split "$work/bundle" "$work/parts" "$MAX_BYTES")
-rm -rf "$DIR"
-mkdir -p "$DIR"
+bytes=$("$PY" "$ROOT/scripts/gpu_bundle_layout.py" check-size "$work/bundle" "$MAX_BYTES")
+parts=$("$PY" "$ROOT/scripts/gpu_bundle_layout.py" split "$work/bundle" "$work/parts" "$MAX_BYTES")  # one
+find "$DIR" -mindepth 1 -maxdepth 1 ! -name cache -exec rm -rf {} +
 mv "$work/bundle" "$DIR/all"
 mv "$work"/parts/* "$DIR"/
 mib() { awk "BEGIN {printf \"%.1f MiB\", $1 / 1048576}"; }
@@ -104,21 +128,28 @@ CHECK_PY="${CHECK_PYTHON:-python3.12}"
   fail "--check needs CPython 3.12: set CHECK_PYTHON (with pyenv: PYENV_VERSION=3.12.1 python3.12)"
 "$CHECK_PY" -m venv "$work/venv"
 numpy=$("$PY" -c 'import numpy; print(numpy.__version__)')
-"$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check "numpy==$numpy"
+# numpy and NVRTC, as on the GPU machine (its torch cu130 brings nvidia-cuda-nvrtc): the built
+# warp.so needs libnvrtc.so.13 as soon as it is loaded, even without a GPU.
+"$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check "numpy==$numpy" "$work"/inputs/nvidia_cuda_nvrtc-*.whl
+nvrtc_dir=$("$work/venv/bin/python" "$ROOT/scripts/gpu_check_facts.py" library "$(cat "$DIR/all/nvrtc.txt")")
 stage="$work/stage"
 for k in $(seq 1 "$parts"); do  # the parts staged as on the GPU machine, in reverse order
   bash "$DIR/$((parts + 1 - k))/install.sh" --stage "$stage" || [ $? -eq 4 ]
 done
 bash "$stage/install.sh" "$work/site" "$work/venv/bin/python"
-PYTHONPATH="$work/site" "$work/venv/bin/python" - "$work/site" "$ROOT" <<'PY'
+PYTHONPATH="$work/site" LD_LIBRARY_PATH="$nvrtc_dir" "$work/venv/bin/python" - "$work/site" "$ROOT" "$nvrtc_dir" <<'PY'
 import os, sys
 
-site, root = sys.argv[1:]
+site, root, nvrtc_dir = sys.argv[1:]
+sys.path.insert(1, os.path.join(root, "scripts"))
 import hydra, mujoco, mujoco_warp, omegaconf, warp as wp
+from gpu_check_facts import loaded_library
 
 for module in (wp, mujoco, mujoco_warp, hydra, omegaconf):
     assert module.__file__.startswith(site), f"{module.__name__} imported from {module.__file__}, not the bundle"
 wp.init()  # loads warp.so (the unpacked library); CUDA kernels need a GPU, CPU kernels warp-clang.so
+nvrtc = loaded_library("libnvrtc.so")
+assert nvrtc is not None and nvrtc.startswith(nvrtc_dir), f"warp.so loaded NVRTC from {nvrtc}, not {nvrtc_dir}"
 model = mujoco.MjModel.from_xml_path(os.path.join(root, "assets", "robots", "pendulum", "scene.xml"))
 data = mujoco.MjData(model)
 data.qvel[:] = 1.0
@@ -126,12 +157,13 @@ mujoco.mj_step(model, data)
 assert data.time > 0 and abs(data.qpos[0]) > 0, "mujoco did not step"
 cfg = omegaconf.OmegaConf.create({"a": "${b}", "b": 2})
 assert cfg.a == 2
-print(f"gpu_bundle --check: bare Python {sys.version.split()[0]} + numpy: warp {wp.__version__}, mujoco "
-      f"{mujoco.__version__} (stepped), mujoco_warp {mujoco_warp.__version__}, hydra {hydra.__version__}, "
-      f"omegaconf {omegaconf.__version__}: imported from the bundle")
+print(f"gpu_bundle --check: bare Python {sys.version.split()[0]} + numpy + NVRTC: warp {wp.__version__} (NVRTC "
+      f"from {nvrtc}), mujoco {mujoco.__version__} (stepped), mujoco_warp {mujoco_warp.__version__}, hydra "
+      f"{hydra.__version__}, omegaconf {omegaconf.__version__}: imported from the bundle")
 PY
 if [ -n "${CHECK_TORCH_PYTHON:-}" ]; then
-  PYTHONPATH="$work/site:$ROOT" "$CHECK_TORCH_PYTHON" - "$work/site" <<'PY'
+  torch_nvrtc=$("$CHECK_TORCH_PYTHON" "$ROOT/scripts/gpu_check_facts.py" library "$(cat "$DIR/all/nvrtc.txt")")
+  PYTHONPATH="$work/site:$ROOT" LD_LIBRARY_PATH="$torch_nvrtc" "$CHECK_TORCH_PYTHON" - "$work/site" <<'PY'
 import sys
 
 site = sys.argv[1]

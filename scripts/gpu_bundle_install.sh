@@ -9,7 +9,9 @@
 # PYTHONPATH=TARGET. Nothing is read from the network. Before anything is written it checks
 # DIR/SHA256SUMS (every file of the bundle) and the Python version the bundle was made for
 # (DIR/python_version); every decompressed file is checked against its sha256 in unpack.txt.
-# A TARGET that already holds this very bundle is left as it is. Prints what it installed.
+# A TARGET that already holds this very bundle is left as it is. Prints what it installed, and
+# the shared library the unpacked warp.so loads from the machine (DIR/nvrtc.txt: NVRTC, which
+# scripts/gpu_check.sh finds and puts on LD_LIBRARY_PATH).
 #
 # A bundle over one transfer's size travels as parts (PART = DIR/1, DIR/2, ...; a file too large
 # for one part as pieces, pieces.txt). --stage copies a part into STAGE and joins the pieces
@@ -101,3 +103,6 @@ done
 while read -r _ dest _; do
   [ -n "$dest" ] && echo "  $dest ($(du -h "$TARGET/$dest" | cut -f1), unpacked)"
 done < "$DIR/unpack.txt"
+if [ -f "$DIR/nvrtc.txt" ]; then
+  echo "  needs $(cat "$DIR/nvrtc.txt") from the machine (NVRTC, e.g. torch's nvidia/cu13/lib) on LD_LIBRARY_PATH"
+fi

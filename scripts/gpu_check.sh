@@ -8,7 +8,10 @@
 # parts $BUNDLE/1, $BUNDLE/2, ... (default BUNDLE=.gpu_bundle) are staged in $BUNDLE_STAGE
 # (default /tmp/unilab_gpu_bundle; a part carried by an earlier call is already there), and
 # the whole bundle is installed into $BUNDLE_TARGET (default /tmp/unilab_gpu_site) and used
-# through PYTHONPATH. Nothing is fetched from the network.
+# through PYTHONPATH. The bundle's warp.so loads NVRTC (libnvrtc.so.13) from the machine: its
+# folder (torch's nvidia/cu13/lib, else the CUDA toolkit's) goes on LD_LIBRARY_PATH, and the
+# check stops with one line before any CUDA work when it is not there. Nothing is fetched from
+# the network.
 #
 # Blocks, in this order so that a run cut short still has the key facts (gpu_check.json after
 # every block: CUDA usable, capture works, replay == eager, no sync in replay, env-steps/s at
@@ -27,8 +30,8 @@
 # SKIP_CHECKS=1 LEARNING_CURVES=1 runs only that one).
 # Writes to $OUT: gpu_check.json, environment.txt, doctor.json, gpu_tests.xml,
 # train_check.json, bench_gpu_capture_{on,off}.json, summary.txt (one line per block).
-# Exits 2 if CUDA is unusable (before anything else), 3 if the bundle is incomplete or does not
-# install, 1 if a block fails, is cut or skipped.
+# Exits 2 if CUDA is unusable (before anything else), 3 if the bundle is incomplete, does not
+# install or lacks NVRTC on this machine, 1 if a block fails, is cut or skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 START=$(date +%s)
@@ -39,6 +42,14 @@ PY="${PYTHON:-python3}"
 BUNDLE="${BUNDLE:-.gpu_bundle}"
 status=0
 : > "$OUT/summary.txt"
+
+summarize() {  # gpu_check.json: the key facts so far, rewritten (renamed over) after every block
+  if "$PY" scripts/gpu_check_facts.py summary "$OUT" > "$OUT/.gpu_check.json.tmp"; then
+    mv -f "$OUT/.gpu_check.json.tmp" "$OUT/gpu_check.json"
+  else
+    echo "gpu_check: gpu_check.json not updated (see above)"
+  fi
+}
 
 # The bundle: its transfer parts carried in this call ($BUNDLE/1, $BUNDLE/2, ...) are staged in
 # $BUNDLE_STAGE, which keeps the parts of earlier calls while the machine stays up; once it
@@ -59,7 +70,17 @@ case $bundle in
       exit 3
     fi
     export PYTHONPATH="$PWD:$site${PYTHONPATH:+:$PYTHONPATH}"
-    echo "bundle exit=0 seconds=$(($(date +%s) - START)) target=$site" | tee -a "$OUT/summary.txt"
+    nvrtc=()  # nvrtc.txt: the NVRTC the bundle's warp.so is linked against (libnvrtc.so.13)
+    if [ -f "$stage/nvrtc.txt" ]; then
+      if ! nvrtc_dir=$("$PY" scripts/gpu_check_facts.py library "$(cat "$stage/nvrtc.txt")"); then
+        echo "bundle exit=3 seconds=$(($(date +%s) - START)) nvrtc=missing target=$site" >> "$OUT/summary.txt"
+        summarize
+        exit 3
+      fi
+      export LD_LIBRARY_PATH="$nvrtc_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      nvrtc=("nvrtc=$nvrtc_dir")
+    fi
+    echo "bundle exit=0 seconds=$(($(date +%s) - START)) ${nvrtc[*]} target=$site" | tee -a "$OUT/summary.txt"
     ;;
   none) export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" ;;  # the machine's own packages
   *)
@@ -68,14 +89,6 @@ case $bundle in
     exit 3
     ;;
 esac
-
-summarize() {  # gpu_check.json: the key facts so far, rewritten (renamed over) after every block
-  if "$PY" scripts/gpu_check_facts.py summary "$OUT" > "$OUT/.gpu_check.json.tmp"; then
-    mv -f "$OUT/.gpu_check.json.tmp" "$OUT/gpu_check.json"
-  else
-    echo "gpu_check: gpu_check.json not updated (see above)"
-  fi
-}
 
 # 0. CUDA must work: a green check of skipped GPU tests would prove nothing. Triton (torch.compile)
 #    builds a C driver at first use: it needs a C compiler (CC, gcc or clang) and Python.h

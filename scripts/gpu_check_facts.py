@@ -2,10 +2,12 @@
 
     python scripts/gpu_check_facts.py environment       # JSON on stdout; exit 1 unless CUDA is usable
     python scripts/gpu_check_facts.py summary OUT       # the key facts so far, JSON on stdout
+    python scripts/gpu_check_facts.py library SONAME    # the folder holding SONAME on this machine
 
 ``environment`` prints (JSON) whether CUDA is usable (a real launch, not a device count), the
 versions of torch, Warp, MuJoCo and MJWarp and where Warp was imported from (the bundle's
-install or not), and whether Triton can build its driver here (``torch_compile``): Triton
+install or not), the file NVRTC was loaded from (``nvrtc``), and whether Triton can build its
+driver here (``torch_compile``): Triton
 compiles a C file at first use with ``$CC``, else ``gcc``, else ``clang``, against this
 interpreter's ``Python.h`` (``triton/runtime/build.py``). The same in words goes to stderr.
 
@@ -15,10 +17,18 @@ eager, no sync in replay, env-steps/s of the captured step and at how many envs,
 block's exit status and seconds; a missing file leaves its facts ``null``. gpu_check.sh runs it
 after every block and renames its output over ``OUT/gpu_check.json`` (as it does with
 ``environment.json``): the standard library only, so it costs a fraction of a second.
+
+``library`` finds a shared library the bundle's files load from the machine (its ``needs.txt``;
+the bundle's self-built ``warp.so`` needs NVRTC, ``libnvrtc.so.13``), before any CUDA work:
+first in the ``nvidia`` pip packages this interpreter sees (torch cu130 depends on
+``nvidia-cuda-nvrtc``, which installs ``nvidia/cu13/lib/libnvrtc.so.13``), then in the CUDA
+toolkit (``$CUDA_HOME/lib64``, ``/usr/local/cuda/lib64``). It prints the folder, which
+gpu_check.sh puts on ``LD_LIBRARY_PATH``, or one line on stderr and exits 1.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -37,6 +47,28 @@ def triton_build_missing() -> list[str]:
     if not os.path.isfile(os.path.join(include, "Python.h")):
         missing.append(f"Python.h in {include}")
     return missing
+
+
+def find_library(soname: str) -> str | None:
+    """The folder holding ``soname`` in this interpreter's ``nvidia`` packages or the CUDA toolkit."""
+    candidates = [os.path.join(entry, "nvidia", "*", "lib") for entry in sys.path if entry]
+    toolkits = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
+    candidates += [os.path.join(toolkit, "lib64") for toolkit in toolkits if toolkit]
+    for pattern in candidates:
+        for folder in sorted(glob.glob(pattern)):
+            if os.path.isfile(os.path.join(folder, soname)):
+                return os.path.abspath(folder)
+    return None
+
+
+def loaded_library(prefix: str) -> str | None:
+    """The file of a shared library this process has loaded whose name starts with ``prefix``."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "/" in line}
+    except OSError:
+        return None
+    return next((path for path in sorted(paths) if os.path.basename(path).startswith(prefix)), None)
 
 
 def environment() -> tuple[dict[str, Any], int]:
@@ -65,10 +97,12 @@ def environment() -> tuple[dict[str, Any], int]:
         mujoco_warp=mujoco_warp.__version__,
         torch_compile=not missing,
         torch_compile_missing=missing,
+        nvrtc=loaded_library("libnvrtc.so"),  # Warp compiles its CUDA kernels with NVRTC
     )
     say(f"torch {torch.__version__} (CUDA {torch.version.cuda}), {facts['devices']} x {facts['device_name']}")
     say(f"warp {wp.__version__} (driver {facts['cuda_driver']}) from {wp.__file__}")
     say(f"mujoco {mujoco.__version__}, mujoco_warp {mujoco_warp.__version__}")
+    say(f"NVRTC loaded from {facts['nvrtc'] or 'no file (linked into warp.so)'}")
     say("Triton can build its driver: " + ("yes" if not missing else "no, missing " + ", ".join(missing)))
     return facts, 0
 
@@ -112,6 +146,9 @@ def summary(out: Path) -> dict[str, Any]:
         "blocks": blocks(summary_txt.read_text()) if summary_txt.is_file() else [],
         "environment": env,
     }
+    bundle = next((b for b in facts["blocks"] if b["block"] == "bundle"), {})
+    # The NVRTC file Warp loaded (block 0), else the folder gpu_check.sh found it in or "missing".
+    facts["nvrtc"] = (env or {}).get("nvrtc") or bundle.get("nvrtc")
     return facts
 
 
@@ -124,7 +161,18 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) == 2 and args[0] == "summary":
         print(json.dumps(summary(Path(args[1])), indent=2))
         return 0
-    say("usage: gpu_check_facts.py environment | summary OUT")
+    if len(args) == 2 and args[0] == "library":
+        folder = find_library(args[1])
+        if folder is None:
+            hint = " (NVRTC: pip package nvidia-cuda-nvrtc, which torch cu130 depends on)" if "nvrtc" in args[1] else ""
+            say(
+                f"gpu_check: the bundle needs {args[1]}{hint}: not in the nvidia packages of {sys.executable}, "
+                "$CUDA_HOME/lib64 or /usr/local/cuda/lib64; nothing else was run"
+            )
+            return 1
+        print(folder)
+        return 0
+    say("usage: gpu_check_facts.py environment | summary OUT | library SONAME")
     return 2
 
 

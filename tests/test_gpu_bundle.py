@@ -1,10 +1,12 @@
-"""The bundle's install.sh (scripts/gpu_bundle_install.sh) and its transfer parts
+"""The bundle's install.sh (scripts/gpu_bundle_install.sh) and its layout
 (scripts/gpu_bundle_layout.py) on a tiny fake bundle: offline install, checksums, the Python
-version guard, the unpacked files, splitting into parts and staging them. No network: the real
-bundle is built and checked by ``bash scripts/gpu_bundle.sh --check`` (docs/gpu_check.md)."""
+version guard, the unpacked files, the self-built warp.so in place of NVIDIA's, the size limit,
+splitting into parts and staging them. No network: the real bundle is built and checked by
+``bash scripts/gpu_bundle.sh --check`` (docs/gpu_check.md)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib.util
 import lzma
@@ -181,3 +183,88 @@ def test_staging_a_part_of_another_bundle_starts_the_stage_afresh(bundle: Path, 
     run = _stage(tmp_path / "new" / "1", stage)
     assert run.returncode == 0 and "part 1 of 1 staged" in run.stdout
     assert (stage / "python_version").read_text() == "3.99\n" and not list(stage.glob("files/lib.so.xz.*"))
+
+
+def _warp_wheel(path: Path, library: bytes) -> None:
+    """A warp-lang 1.19.0 wheel as NVIDIA ships it: warp.so, warp-clang.so, examples, tests."""
+    files = {
+        "warp/__init__.py": b"",
+        "warp/bin/warp.so": library,
+        "warp/bin/warp-clang.so": b"clang",
+        "warp/examples/demo.py": b"",
+        "warp/tests/test_demo.py": b"",
+        "warp_lang-1.19.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: warp-lang\nVersion: 1.19.0\n",
+        "warp_lang-1.19.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\n"
+        b"Tag: py3-none-manylinux_2_28_x86_64\n",
+    }
+
+    def row(name: str, data: bytes) -> str:
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode().rstrip("=")
+        return f"{name},sha256={digest},{len(data)}\n"
+
+    record = "".join(row(name, data) for name, data in files.items()) + "warp_lang-1.19.0.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, data in files.items():
+            wheel.writestr(name, data)
+        wheel.writestr("warp_lang-1.19.0.dist-info/RECORD", record)
+
+
+def test_the_built_warp_library_replaces_nvidias_in_the_bundle_and_installs(tmp_path: Path) -> None:
+    """strip-warp: the wheel loses warp.so, warp-clang.so, examples and tests; the self-built library
+    travels as xz, and once installed it is the file the wheel's RECORD names (hash and size)."""
+    download, bundle, built = tmp_path / "download", tmp_path / "bundle", LIBRARY[:20_000]
+    download.mkdir()
+    _warp_wheel(download / "warp_lang-1.19.0-py3-none-manylinux_2_28_x86_64.whl", library=b"nvidia's, 298 MB")
+    _wheel(download / "tinypkg-0.3-py3-none-any.whl")
+    library = tmp_path / "cache" / "warp-0123.so"
+    library.parent.mkdir()
+    library.write_bytes(built)
+    library.with_name("warp-0123.so.json").write_text('{"needed": ["libnvrtc.so.13", "libm.so.6", "libc.so.6"]}')
+
+    layout.strip_warp(download, bundle, library)
+    assert sorted(p.name for p in (bundle / "wheels").iterdir()) == [
+        "tinypkg-0.3-py3-none-any.whl",
+        "warp_lang-1.19.0-1sm90-py3-none-manylinux_2_28_x86_64.whl",
+    ]
+    with zipfile.ZipFile(bundle / "wheels" / "warp_lang-1.19.0-1sm90-py3-none-manylinux_2_28_x86_64.whl") as wheel:
+        assert not [n for n in wheel.namelist() if n.startswith(("warp/bin/", "warp/examples/", "warp/tests/"))]
+        record = wheel.read("warp_lang-1.19.0.dist-info/RECORD").decode()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(built).digest()).decode().rstrip("=")
+    assert f"warp/bin/warp.so,sha256={digest},{len(built)}\n" in record
+    assert "warp-clang.so" not in record and "examples" not in record and "tests/" not in record
+    assert lzma.decompress((bundle / "files" / "warp.so.xz").read_bytes()) == built
+    assert (
+        bundle / "unpack.txt"
+    ).read_text() == f"files/warp.so.xz warp/bin/warp.so {hashlib.sha256(built).hexdigest()}\n"
+    assert (bundle / "nvrtc.txt").read_text() == "libnvrtc.so.13\n"
+    assert library.with_name("warp-0123.so.xz").is_file()  # kept beside the library: a rebuild reuses it
+
+    (bundle / "python_version").write_text(f"{sys.version_info[0]}.{sys.version_info[1]}\n")
+    shutil.copy(ROOT / "scripts" / "gpu_bundle_install.sh", bundle / "install.sh")
+    _write_sums(bundle)
+    target = tmp_path / "site"
+    run = _install(bundle, target)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "  warp_lang 1.19.0\n" in run.stdout and "  needs libnvrtc.so.13 from the machine" in run.stdout
+    assert (target / "warp" / "bin" / "warp.so").read_bytes() == built
+    assert not (target / "warp" / "bin" / "warp-clang.so").exists()
+    installed = (target / "warp_lang-1.19.0.dist-info" / "RECORD").read_text()
+    assert f"warp/bin/warp.so,sha256={digest},{len(built)}" in installed
+
+
+def test_a_bundle_over_the_limit_is_refused_and_one_within_it_is_one_transfer_part(bundle: Path, tmp_path) -> None:
+    size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
+    limit = size + layout.BOOKKEEPING  # the smallest limit it fits, with a part's own files
+    assert layout.check_size(bundle, limit) == size
+    assert layout.split(bundle, tmp_path / "parts", limit) == 1  # gpu_bundle.sh: parts of the size limit
+    run = _stage(tmp_path / "parts" / "1", tmp_path / "stage")
+    assert run.returncode == 0 and "part 1 of 1 staged" in run.stdout
+    script = ROOT / "scripts" / "gpu_bundle_layout.py"
+    run = subprocess.run(
+        [sys.executable, str(script), "check-size", str(bundle), str(limit - 1)], capture_output=True, text=True
+    )
+    assert run.returncode == 1
+    assert run.stderr == (
+        f"gpu_bundle: the bundle is {size / 2**20:.1f} MiB, over the {(limit - 1) / 2**20:.0f} MiB that one device"
+        " call carries beside the repository (docs/gpu_check.md)\n"
+    )

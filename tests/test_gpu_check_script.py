@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_gpu_bundle import bundle, layout  # noqa: F401  (the fake bundle fixture, the part splitter)
+from test_gpu_bundle import _write_sums, bundle, layout  # noqa: F401  (the fake bundle fixture, splitter, sums)
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_ONLY = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
@@ -21,8 +21,10 @@ facts = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(facts)
 
 
-def _gpu_check(out: Path, bundle_dir: Path, target: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**CPU_ONLY, "OUT": str(out), "PYTHON": sys.executable, "BUNDLE": str(bundle_dir)}
+def _gpu_check(
+    out: Path, bundle_dir: Path, target: Path | None = None, **extra_env: str
+) -> subprocess.CompletedProcess:
+    env = {**CPU_ONLY, "OUT": str(out), "PYTHON": sys.executable, "BUNDLE": str(bundle_dir), **extra_env}
     env["BUNDLE_STAGE"] = str(out.parent / f"{out.name}_stage")
     if target is not None:
         env["BUNDLE_TARGET"] = str(target)
@@ -42,24 +44,33 @@ def test_gpu_check_stops_with_an_error_before_running_anything_without_cuda(tmp_
 
 
 def test_gpu_check_stages_and_installs_the_bundle_first(bundle, tmp_path) -> None:  # noqa: F811
-    """Part 2 carried by an earlier call, part 1 now: staged, installed, then (no CUDA here) exit 2."""
+    """Part 2 carried by an earlier call, part 1 now: staged, installed, the machine's NVRTC found
+    for the bundle's library, then (no CUDA here) exit 2."""
+    (bundle / "nvrtc.txt").write_text("libnvrtc.so.99\n")  # its library loads NVRTC from the machine
+    _write_sums(bundle)
+    machine = tmp_path / "machine_site"  # the machine's site-packages, where torch cu130 put NVRTC
+    (machine / "nvidia" / "cu13" / "lib").mkdir(parents=True)
+    (machine / "nvidia" / "cu13" / "lib" / "libnvrtc.so.99").write_bytes(b"")
     count = layout.split(bundle, tmp_path / "carried", 20_000)
     out, target = tmp_path / "out", tmp_path / "site"
     first = tmp_path / "first_call"
     (first / str(count)).parent.mkdir()
     shutil.copytree(tmp_path / "carried" / str(count), first / str(count))
-    run = _gpu_check(out, first, target)  # only the last part: the stage is incomplete
+    run = _gpu_check(out, first, target, PYTHONPATH=str(machine))  # only the last part: the stage is incomplete
     assert run.returncode == 3 and "is incomplete (stage every part first" in run.stdout, run.stdout + run.stderr
     second = tmp_path / "second_call"
     for k in range(1, count):
         shutil.copytree(tmp_path / "carried" / str(k), second / str(k))
-    run = _gpu_check(out, second, target)  # same OUT, same stage: the rest arrives
+    run = _gpu_check(out, second, target, PYTHONPATH=str(machine))  # same OUT, same stage: the rest arrives
     assert run.returncode == 2, run.stdout + run.stderr  # installed; then no CUDA here
     assert f"installed into {target}" in run.stdout
     assert (target / "tinypkg" / "__init__.py").is_file() and (target / "tinypkg" / "bin" / "lib.so").is_file()
     first_line = (out / "summary.txt").read_text().splitlines()[0]
     assert first_line.startswith("bundle exit=0 ") and first_line.endswith(f"target={target}")
-    assert json.loads((out / "gpu_check.json").read_text())["blocks"][0]["block"] == "bundle"
+    nvrtc_folder = str(machine / "nvidia" / "cu13" / "lib")  # found, and put on LD_LIBRARY_PATH
+    assert f" nvrtc={nvrtc_folder} " in first_line
+    summary = json.loads((out / "gpu_check.json").read_text())
+    assert summary["blocks"][0]["block"] == "bundle" and summary["nvrtc"] == nvrtc_folder
 
 
 def test_gpu_check_stops_on_a_broken_bundle(bundle, tmp_path) -> None:  # noqa: F811
@@ -70,6 +81,50 @@ def test_gpu_check_stops_on_a_broken_bundle(bundle, tmp_path) -> None:  # noqa: 
     assert "does not match its SHA256SUMS line" in run.stderr
     assert "did not install; nothing else was run" in (tmp_path / "out" / "summary.txt").read_text()
     assert not (tmp_path / "out" / "environment.json").exists()
+
+
+def test_gpu_check_stops_before_cuda_when_the_machine_lacks_the_bundles_nvrtc(bundle, tmp_path) -> None:  # noqa: F811
+    (bundle / "nvrtc.txt").write_text("libnvrtc.so.99\n")  # a version no machine has
+    _write_sums(bundle)
+    layout.split(bundle, tmp_path / "carried", 1_000_000)
+    out = tmp_path / "out"
+    run = _gpu_check(out, tmp_path / "carried", tmp_path / "site", CUDA_HOME=str(tmp_path / "no_toolkit"))
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert [line for line in run.stderr.splitlines() if line.startswith("gpu_check:")] == [  # pip may warn too
+        "gpu_check: the bundle needs libnvrtc.so.99 (NVRTC: pip package nvidia-cuda-nvrtc, which torch cu130 depends"
+        f" on): not in the nvidia packages of {sys.executable}, $CUDA_HOME/lib64 or /usr/local/cuda/lib64; nothing"
+        " else was run"
+    ]
+    assert (out / "summary.txt").read_text().startswith("bundle exit=3 ")
+    assert json.loads((out / "gpu_check.json").read_text())["nvrtc"] == "missing"
+    assert not (out / "environment.json").exists()
+
+
+def test_find_library_looks_in_the_nvidia_packages_first_then_in_the_toolkit(monkeypatch, tmp_path) -> None:
+    site, toolkit = tmp_path / "site", tmp_path / "cuda"
+    for folder, names in (
+        (site / "nvidia" / "cu13" / "lib", ["libx.so.1"]),
+        (toolkit / "lib64", ["libx.so.1", "liby.so.2"]),
+    ):
+        folder.mkdir(parents=True)
+        for name in names:
+            (folder / name).write_bytes(b"")
+    monkeypatch.setattr(facts.sys, "path", ["", str(site)])
+    monkeypatch.setenv("CUDA_HOME", str(toolkit))
+    assert facts.find_library("libx.so.1") == str(site / "nvidia" / "cu13" / "lib")
+    assert facts.find_library("liby.so.2") == str(toolkit / "lib64")
+    assert facts.find_library("libz.so.3") is None
+
+
+def test_loaded_library_names_the_file_this_process_mapped() -> None:
+    import ctypes
+    import ctypes.util
+
+    libm = ctypes.util.find_library("m")  # the loader's name for it, e.g. libm.so.6
+    ctypes.CDLL(libm)
+    path = facts.loaded_library("libm.so")
+    assert path is not None and os.path.isfile(path) and os.path.basename(path) == libm
+    assert facts.loaded_library("libunilab_no_such_library") is None
 
 
 def test_required_gpu_tests_error_instead_of_skipping_without_cuda() -> None:
@@ -98,7 +153,9 @@ def test_triton_build_needs_a_compiler_and_python_headers(monkeypatch, tmp_path)
 
 
 def test_the_summary_holds_the_key_facts_of_the_blocks_that_ran(tmp_path) -> None:
-    (tmp_path / "environment.json").write_text(json.dumps({"cuda_usable": True, "torch": "2.11.0+cu130"}))
+    (tmp_path / "environment.json").write_text(
+        json.dumps({"cuda_usable": True, "torch": "2.11.0+cu130", "nvrtc": "/lib/libnvrtc.so.13"})
+    )
     checks = [
         {"name": "whole step captures", "status": "pass", "detail": "", "data": {"capture_ids": [5, 5]}},
         {"name": "replay equals eager (deterministic)", "status": "fail", "detail": "", "data": {}},
@@ -107,7 +164,7 @@ def test_the_summary_holds_the_key_facts_of_the_blocks_that_ran(tmp_path) -> Non
     ]
     (tmp_path / "doctor.json").write_text(json.dumps({"verdict": "fail", "checks": checks}))
     (tmp_path / "summary.txt").write_text(
-        "bundle exit=0 seconds=12 target=/tmp/site\nenvironment exit=0 seconds=3 budget=90\n"
+        "bundle exit=0 seconds=12 nvrtc=/lib target=/tmp/site\nenvironment exit=0 seconds=3 budget=90\n"
         "gpu_check: doctor ran past its 180 s budget\ndoctor exit=124 seconds=180 budget=180\n"
         "train exit=skipped seconds=0 budget=100 reason=out_of_time\n"
     )
@@ -124,6 +181,7 @@ def test_the_summary_holds_the_key_facts_of_the_blocks_that_ran(tmp_path) -> Non
         False,
         True,
     )
+    assert got["nvrtc"] == "/lib/libnvrtc.so.13"  # the file Warp loaded, over the folder the bundle line names
     assert got["capture_ids"] == [5, 5] and got["env_steps_per_s"] == 1e5 and got["num_envs"] == 4096
     assert [b["block"] for b in got["blocks"]] == ["bundle", "environment", "doctor", "train"]
     assert got["blocks"][2] == {"block": "doctor", "exit": "124", "seconds": "180", "budget": "180"}
