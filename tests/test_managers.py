@@ -52,6 +52,48 @@ def test_joint_position_action_on_g1() -> None:
     np.testing.assert_allclose(env.sim.state.ctrl.numpy(), expected, atol=1e-6)
 
 
+@pytest.mark.parametrize(
+    "device,compile",
+    [
+        ("cpu", False),
+        ("cpu", True),
+        pytest.param(
+            "cuda",
+            True,
+            marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")],
+        ),
+    ],
+)
+def test_action_history_after_two_steps_and_a_row_reset(device: str, compile: bool) -> None:
+    """``last_action``/``prev_action`` and ``action_rate`` against hand values, eager and compiled.
+
+    torch 2.11's Inductor ran the compiled ``prev_action.copy_(last_action)`` after
+    ``last_action.copy_(action)`` (prev came out equal to the new action, action_rate 0).
+    """
+    from unilab_gpu.envs.mdp.rewards import action_rate_l2
+    from unilab_gpu.utils.compiling import maybe_compile
+
+    env = make_env("g1_stand", num_envs=3, device=device, compile=False, capture=False, announce=False)
+    am = env.action_manager
+    process = maybe_compile(am.process, compile, options={"fallback_random": True})
+    addresses = (am.last_action.data_ptr(), am.prev_action.data_ptr())
+    a1 = torch.linspace(-0.1, 0.1, 3 * 29).view(3, 29)
+    a2 = 0.05 - a1.flip(1)
+    assert (a1.abs().max() < am.action_high.min()) and (a2.abs().max() < am.action_high.min())  # no clamping
+    process(a1.to(device))
+    process(a2.to(device))
+    np.testing.assert_array_equal(am.last_action.cpu().numpy(), a2.numpy())
+    np.testing.assert_array_equal(am.prev_action.cpu().numpy(), a1.numpy())
+    expected = ((a2.double() - a1.double()) ** 2).sum(dim=1).numpy()
+    np.testing.assert_allclose(action_rate_l2(env).cpu().numpy(), expected, rtol=1e-6)
+    am.reset(torch.tensor([1, 3, 3], device=device))  # row 1 starts an episode; 3 pads the ids
+    a3 = -a1
+    process(a3.to(device))
+    np.testing.assert_array_equal(am.last_action.cpu().numpy(), a3.numpy())
+    np.testing.assert_array_equal(am.prev_action.cpu().numpy(), torch.stack([a2[0], torch.zeros(29), a2[2]]).numpy())
+    assert (am.last_action.data_ptr(), am.prev_action.data_ptr()) == addresses
+
+
 def test_non_finite_actions_are_replaced_and_counted() -> None:
     env = _pendulum(["episode_length_s=100"])
     env.reset()

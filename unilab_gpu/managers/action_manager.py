@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from unilab_gpu.managers.row_buffers import rows_with_dummy
 from unilab_gpu.managers.term_cfg import ActionCfg
 from unilab_gpu.utils.ranges import clamp_to
 
@@ -85,10 +84,14 @@ class ActionManager:
         self.action_low, self.action_high = self._action_bounds(cfg.clip, names)
         """``(action_dim,)`` finite bounds applied to the sanitized action."""
         self._ctrl = sim.state.ctrl
-        # last_action: this step's sanitized, clipped action; prev_action: the step before.
-        # Both (num_envs, action_dim), zero at an episode start.
-        self._last_storage, self.last_action = rows_with_dummy(n, self.action_dim, device=device)
-        self._prev_storage, self.prev_action = rows_with_dummy(n, self.action_dim, device=device)
+        self._history = torch.zeros(2, n + 1, self.action_dim, device=device)
+        """``(2, num_envs + 1, action_dim)``: slot 0 this step's action, slot 1 the step before; the
+        extra row takes padded reset ids (see ``row_buffers``). Zero at an episode start."""
+        self._history_rows = self._history[:, :n]
+        self.last_action = self._history[0, :n]
+        """This step's sanitized, clipped action, ``(num_envs, action_dim)`` (a fixed view of the history)."""
+        self.prev_action = self._history[1, :n]
+        """The action of the step before, ``(num_envs, action_dim)`` (a fixed view of the history)."""
         self.non_finite_count = torch.zeros(n, dtype=torch.int64, device=device)
         """Steps per row whose action had a non-finite entry (cumulative)."""
         self.non_finite_rows = torch.zeros(n, dtype=torch.bool, device=device)
@@ -161,8 +164,14 @@ class ActionManager:
         self.non_finite_count.add_(self.non_finite_rows.to(torch.int64))
         action = torch.where(finite, raw, torch.zeros_like(raw))
         action = clamp_to(action, self.action_low, self.action_high)
-        self.prev_action.copy_(self.last_action)
-        self.last_action.copy_(action)
+        # One write of the whole history from a stacked copy, never prev.copy_(last) then
+        # last.copy_(action): Inductor 2.11 fused that second copy into the kernel that scatters
+        # ctrl (index_copy_ below) and ran the first copy, a read of the old last_action, after
+        # it (it lost the write-after-read order between two mutated graph inputs), so prev_action
+        # came out equal to the new action. Here the stack must be complete before the one
+        # mutation: an ordinary data dependency, right on every version.
+        rows = self._history_rows
+        rows.copy_(torch.stack((action, rows[0])))
         offset = self.offset if self.reference_cols is None else self._reference[:, self.reference_cols]
         target = offset + torch.where(action >= 0, self.scale, self.scale_negative) * action
         target = clamp_to(target, self.limits[:, 0], self.limits[:, 1])
@@ -170,8 +179,7 @@ class ActionManager:
 
     def reset(self, env_ids: torch.Tensor) -> None:
         """Forget the previous actions of rows starting an episode (ids padded with num_envs)."""
-        self._last_storage.index_fill_(0, env_ids, 0.0)
-        self._prev_storage.index_fill_(0, env_ids, 0.0)
+        self._history.index_fill_(1, env_ids, 0.0)
 
 
 def _effort_over_kp(m, actuator: int, name: str) -> float:
