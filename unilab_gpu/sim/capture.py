@@ -23,7 +23,8 @@ The recipe follows Warp's own torch-interop capture test (``warp/tests/interop/t
 ``capture_begin``. Anything that ends and resumes the capture in between (Warp's
 ``wp.capture_while``/``capture_if`` do, through ``cudaStreamEndCapture`` and
 ``cudaStreamBeginCaptureToGraph``) gives the stream a new id that torch does not know: later
-allocations escape the pool, later random draws fail or go untracked. So the id read right after
+allocations escape the pool and, on torch 2.13, later random draws fail (2.11's one capture state
+per generator does not look at the id). So the id read right after
 ``capture_begin`` must equal the one read just before ``capture_end``; :class:`CudaGraph` checks it
 and raises :class:`CaptureIdChangedError` otherwise. The simulator keeps MJWarp off that path on
 CUDA (``opt.graph_conditional = False``: a fixed number of solver iterations, no conditional nodes).
