@@ -29,14 +29,15 @@
 # --check then stages the part and installs it into a temporary directory, and imports warp,
 # mujoco, mujoco_warp, hydra and omegaconf from it with a bare CPython 3.12 that has numpy and
 # the NVRTC wheel the GPU machine's torch brings (CHECK_PYTHON, default python3.12; with pyenv:
-# PYENV_VERSION=3.12.1), and loads warp.so with NVRTC found as gpu_check.sh finds it. With
+# PYENV_VERSION=3.12.1), loads warp.so with NVRTC found as gpu_check.sh finds it and compiles
+# MJWarp's smooth kernels for sm_90 with it (no GPU needed for that). With
 # CHECK_TORCH_PYTHON set to a Python 3.12 that has torch, it also imports the project against
 # that install.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"
 PYTHON_VERSION=3.12
-MAX_BYTES=$((60 * 1024 * 1024))  # the whole bundle, one transfer part: 64 MiB a call, 4 left for the repository
+MAX_BYTES=$((60 * 1024 * 1024))  # the whole bundle, one transfer part (the call's 64 MiB less the repository)
 NVRTC=nvidia-cuda-nvrtc==13.0.88  # what torch 2.11.0+cu130 pins (cuda-toolkit[nvrtc]==13.0.2): on the GPU machine
 PTXCOMPILER=nvidia-nvptxcompiler==13.0.88  # the PTX compiler of the same CUDA release, linked into warp.so
 CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
@@ -119,6 +120,12 @@ ls -l "$DIR/all/wheels" "$DIR/all/files" | awk 'NF > 5 {printf "  %9d  %s\n", $5
 for k in $(seq 1 "$parts"); do
   echo "gpu_bundle: $DIR/$k: transfer part $k of $parts, $(mib "$(du -sb "$DIR/$k" | cut -f1)")"
 done
+# One device call carries the repository (tracked and untracked, not ignored, files) and the part.
+repo=$(cd "$ROOT" && { git ls-files -z --cached --others --exclude-standard | xargs -0 du -cb 2>/dev/null || true; } |
+  tail -1 | cut -f1)
+call=$((repo + $(du -sb "$DIR/1" | cut -f1)))
+echo "gpu_bundle: one device call with carry=[\"$DIR/1\"]: $(mib "$call") (the repository $(mib "$repo")) of 64 MiB"
+[ "$call" -le $((64 * 1024 * 1024)) ] || fail "the repository and $DIR/1 exceed the 64 MiB of one device call"
 
 [ "$check" = 1 ] || exit 0
 
@@ -150,6 +157,10 @@ for module in (wp, mujoco, mujoco_warp, hydra, omegaconf):
 wp.init()  # loads warp.so (the unpacked library); CUDA kernels need a GPU, CPU kernels warp-clang.so
 nvrtc = loaded_library("libnvrtc.so")
 assert nvrtc is not None and nvrtc.startswith(nvrtc_dir), f"warp.so loaded NVRTC from {nvrtc}, not {nvrtc_dir}"
+# No GPU needed to compile for one: MJWarp's smooth kernels (tile_cholesky among them) to an sm_90 CUBIN.
+import tempfile
+cubins = wp.compile_aot_module("mujoco_warp._src.smooth", arch=90, use_ptx=False, module_dir=tempfile.mkdtemp())
+assert [str(c).endswith(".sm90.cubin") and os.path.getsize(c) > 0 for c in cubins] == [True], cubins
 model = mujoco.MjModel.from_xml_path(os.path.join(root, "assets", "robots", "pendulum", "scene.xml"))
 data = mujoco.MjData(model)
 data.qvel[:] = 1.0
@@ -158,7 +169,8 @@ assert data.time > 0 and abs(data.qpos[0]) > 0, "mujoco did not step"
 cfg = omegaconf.OmegaConf.create({"a": "${b}", "b": 2})
 assert cfg.a == 2
 print(f"gpu_bundle --check: bare Python {sys.version.split()[0]} + numpy + NVRTC: warp {wp.__version__} (NVRTC "
-      f"from {nvrtc}), mujoco {mujoco.__version__} (stepped), mujoco_warp {mujoco_warp.__version__}, hydra "
+      f"from {nvrtc}; MJWarp's smooth kernels compiled for sm_90), mujoco {mujoco.__version__} (stepped), "
+      f"mujoco_warp {mujoco_warp.__version__}, hydra "
       f"{hydra.__version__}, omegaconf {omegaconf.__version__}: imported from the bundle")
 PY
 if [ -n "${CHECK_TORCH_PYTHON:-}" ]; then
