@@ -5,7 +5,7 @@
 #
 # Needs the package index (pip download) and is run here, in the project's environment: it
 # bundles the versions installed in PYTHON (default python3), the ones the test suite passed on.
-# DIR/all receives, for CPython 3.12 on manylinux x86-64, everything the GPU check needs beyond
+# DIR/bundle receives, for CPython 3.12 on manylinux x86-64, everything the GPU check needs beyond
 # what the GPU machine already has (torch 2.11.0+cu130 with its NVRTC, numpy, pytest, ...):
 #   wheels/          mujoco + mujoco-core (not mujoco-studio, glfw, pyopengl: `import mujoco`
 #                    and mj_step need none of them), mujoco-warp, warp-lang without its CPU
@@ -18,15 +18,15 @@
 #                    CUDA_HOME, default /usr/local/cuda; NanoVDB headers from WARP_SOURCE, a
 #                    checkout of NVIDIA/warp), xz -9e;
 #   nvrtc.txt        the NVRTC that warp.so loads from the machine (libnvrtc.so.13);
-#   install.sh       `bash DIR/all/install.sh TARGET [PYTHON]`: installs all of it from these
+#   install.sh       `bash DIR/bundle/install.sh TARGET [PYTHON]`: installs all of it from these
 #                    files alone (scripts/gpu_bundle_install.sh);
 #   unpack.txt, python_version, SHA256SUMS: what install.sh unpacks and checks.
-# The whole bundle must be at most 60 MiB: with the repository it fits one 64 MiB call to the
-# GPU machine, as DIR/1 (the transfer layout of scripts/gpu_bundle_layout.py, docs/gpu_check.md).
+# The bundle must be at most 60 MiB, and with the repository at most the 64 MiB of one call to
+# the GPU machine, which carries DIR/bundle (docs/gpu_check.md).
 # DIR/cache keeps the built library and its xz by a key of the inputs (gpu_bundle_warp.py key):
 # a rebuild with the same wheels and toolkit neither compiles nor compresses again.
 #
-# --check then stages the part and installs it into a temporary directory, and imports warp,
+# --check then installs DIR/bundle into a temporary directory, and imports warp,
 # mujoco, mujoco_warp, hydra and omegaconf from it with a bare CPython 3.12 that has numpy and
 # the NVRTC wheel the GPU machine's torch brings (CHECK_PYTHON, default python3.12; with pyenv:
 # PYENV_VERSION=3.12.1), loads warp.so with NVRTC found as gpu_check.sh finds it and compiles
@@ -37,7 +37,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"
 PYTHON_VERSION=3.12
-MAX_BYTES=$((60 * 1024 * 1024))  # the whole bundle, one transfer part (the call's 64 MiB less the repository)
+MAX_BYTES=$((60 * 1024 * 1024))  # the bundle (the call's 64 MiB less the repository)
+CALL_BYTES=$((64 * 1024 * 1024))  # what one device call carries: the repository and the bundle
 NVRTC=nvidia-cuda-nvrtc==13.0.88  # what torch 2.11.0+cu130 pins (cuda-toolkit[nvrtc]==13.0.2): on the GPU machine
 PTXCOMPILER=nvidia-nvptxcompiler==13.0.88  # the PTX compiler of the same CUDA release, linked into warp.so
 CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
@@ -55,8 +56,8 @@ for arg in "$@"; do
     *) DIR=$arg ;;
   esac
 done
-if [ -e "$DIR" ] && [ ! -f "$DIR/all/install.sh" ] && [ ! -d "$DIR/cache" ] && [ -n "$(ls -A "$DIR")" ]; then
-  fail "DIR '$DIR' exists and is not a bundle (no all/install.sh): choose another directory"
+if [ -e "$DIR" ] && [ ! -f "$DIR/bundle/install.sh" ] && [ ! -d "$DIR/cache" ] && [ -n "$(ls -A "$DIR")" ]; then
+  fail "DIR '$DIR' exists and is not a bundle (no bundle/install.sh): choose another directory"
 fi
 
 versions=$("$PY" - "${PACKAGES[@]}" "$ANTLR" <<'PY'
@@ -110,22 +111,14 @@ cp "$ROOT/scripts/gpu_bundle_install.sh" "$work/bundle/install.sh"
 echo "$PYTHON_VERSION" > "$work/bundle/python_version"
 (cd "$work/bundle" && find . -type f ! -name SHA256SUMS | sort | xargs sha256sum > SHA256SUMS)
 bytes=$("$PY" "$ROOT/scripts/gpu_bundle_layout.py" check-size "$work/bundle" "$MAX_BYTES")
-parts=$("$PY" "$ROOT/scripts/gpu_bundle_layout.py" split "$work/bundle" "$work/parts" "$MAX_BYTES")  # one
+sizes=$("$PY" "$ROOT/scripts/gpu_bundle_layout.py" check-call "$ROOT" "$work/bundle" "$CALL_BYTES")
+read -r repo call <<< "$sizes"
 find "$DIR" -mindepth 1 -maxdepth 1 ! -name cache -exec rm -rf {} +
-mv "$work/bundle" "$DIR/all"
-mv "$work"/parts/* "$DIR"/
+mv "$work/bundle" "$DIR/bundle"
 mib() { awk "BEGIN {printf \"%.1f MiB\", $1 / 1048576}"; }
-echo "gpu_bundle: $DIR/all: the whole bundle, $(mib "$bytes"):"
-ls -l "$DIR/all/wheels" "$DIR/all/files" | awk 'NF > 5 {printf "  %9d  %s\n", $5, $NF}'
-for k in $(seq 1 "$parts"); do
-  echo "gpu_bundle: $DIR/$k: transfer part $k of $parts, $(mib "$(du -sb "$DIR/$k" | cut -f1)")"
-done
-# One device call carries the repository (tracked and untracked, not ignored, files) and the part.
-repo=$(cd "$ROOT" && { git ls-files -z --cached --others --exclude-standard | xargs -0 du -cb 2>/dev/null || true; } |
-  tail -1 | cut -f1)
-call=$((repo + $(du -sb "$DIR/1" | cut -f1)))
-echo "gpu_bundle: one device call with carry=[\"$DIR/1\"]: $(mib "$call") (the repository $(mib "$repo")) of 64 MiB"
-[ "$call" -le $((64 * 1024 * 1024)) ] || fail "the repository and $DIR/1 exceed the 64 MiB of one device call"
+echo "gpu_bundle: $DIR/bundle: $(mib "$bytes"):"
+ls -l "$DIR/bundle/wheels" "$DIR/bundle/files" | awk 'NF > 5 {printf "  %9d  %s\n", $5, $NF}'
+echo "gpu_bundle: one device call with carry=[\"$DIR/bundle\"]: $(mib "$call") (the repository $(mib "$repo")) of 64 MiB"
 
 [ "$check" = 1 ] || exit 0
 
@@ -138,12 +131,8 @@ numpy=$("$PY" -c 'import numpy; print(numpy.__version__)')
 # numpy and NVRTC, as on the GPU machine (its torch cu130 brings nvidia-cuda-nvrtc): the built
 # warp.so needs libnvrtc.so.13 as soon as it is loaded, even without a GPU.
 "$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check "numpy==$numpy" "$work"/inputs/nvidia_cuda_nvrtc-*.whl
-nvrtc_dir=$("$work/venv/bin/python" "$ROOT/scripts/gpu_check_facts.py" library "$(cat "$DIR/all/nvrtc.txt")")
-stage="$work/stage"
-for k in $(seq 1 "$parts"); do  # the parts staged as on the GPU machine, in reverse order
-  bash "$DIR/$((parts + 1 - k))/install.sh" --stage "$stage" || [ $? -eq 4 ]
-done
-bash "$stage/install.sh" "$work/site" "$work/venv/bin/python"
+nvrtc_dir=$("$work/venv/bin/python" "$ROOT/scripts/gpu_check_facts.py" library "$(cat "$DIR/bundle/nvrtc.txt")")
+bash "$DIR/bundle/install.sh" "$work/site" "$work/venv/bin/python"
 PYTHONPATH="$work/site" LD_LIBRARY_PATH="$nvrtc_dir" "$work/venv/bin/python" - "$work/site" "$ROOT" "$nvrtc_dir" <<'PY'
 import os, sys
 
@@ -174,7 +163,7 @@ print(f"gpu_bundle --check: bare Python {sys.version.split()[0]} + numpy + NVRTC
       f"{hydra.__version__}, omegaconf {omegaconf.__version__}: imported from the bundle")
 PY
 if [ -n "${CHECK_TORCH_PYTHON:-}" ]; then
-  torch_nvrtc=$("$CHECK_TORCH_PYTHON" "$ROOT/scripts/gpu_check_facts.py" library "$(cat "$DIR/all/nvrtc.txt")")
+  torch_nvrtc=$("$CHECK_TORCH_PYTHON" "$ROOT/scripts/gpu_check_facts.py" library "$(cat "$DIR/bundle/nvrtc.txt")")
   PYTHONPATH="$work/site:$ROOT" LD_LIBRARY_PATH="$torch_nvrtc" "$CHECK_TORCH_PYTHON" - "$work/site" <<'PY'
 import sys
 

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Install an offline bundle made by scripts/gpu_bundle.sh (this file is its install.sh):
 #
-#   bash DIR/install.sh TARGET [PYTHON]      # DIR holds the whole bundle; PYTHON defaults to python3
-#   bash PART/install.sh --stage STAGE       # a transfer part: add it to STAGE (exit 4: parts missing)
+#   bash DIR/install.sh TARGET [PYTHON]      # DIR: the bundle (.gpu_bundle/bundle); PYTHON defaults to python3
 #
 # Installs every wheel of DIR/wheels into TARGET for PYTHON (pip --target, no index, no build
 # step), then decompresses each file listed in DIR/unpack.txt into TARGET. Use the result with
@@ -12,42 +11,9 @@
 # A TARGET that already holds this very bundle is left as it is. Prints what it installed, and
 # the shared library the unpacked warp.so loads from the machine (DIR/nvrtc.txt: NVRTC, which
 # scripts/gpu_check.sh finds and puts on LD_LIBRARY_PATH).
-#
-# A bundle over one transfer's size travels as parts (PART = DIR/1, DIR/2, ...; a file too large
-# for one part as pieces, pieces.txt). --stage copies a part into STAGE and joins the pieces
-# once all are there; when STAGE holds the whole bundle it exits 0 and STAGE/install.sh
-# installs it. STAGE must survive between the transfers (a folder outside the repository).
 set -euo pipefail
 fail() { echo "install.sh: $*" >&2; exit 1; }
 DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-
-if [ "${1:-}" = --stage ]; then
-  [ $# -eq 2 ] || fail "usage: install.sh --stage STAGE"
-  STAGE=$2
-  if [ -f "$STAGE/SHA256SUMS" ] && ! cmp -s "$STAGE/SHA256SUMS" "$DIR/SHA256SUMS"; then
-    [ -f "$STAGE/install.sh" ] || fail "STAGE '$STAGE' holds something else than a bundle"
-    rm -rf "$STAGE"  # parts of another bundle
-  fi
-  mkdir -p "$STAGE"
-  cp -R "$DIR"/. "$STAGE"/
-  [ -f "$DIR/pieces.txt" ] && while read -r path count; do
-    [ -n "$path" ] && [ ! -f "$STAGE/$path" ] || continue
-    names=()
-    for i in $(seq 1 "$count"); do names+=("$STAGE/$path.$i"); done
-    if ls "${names[@]}" >/dev/null 2>&1; then
-      cat "${names[@]}" > "$STAGE/$path.part" && mv "$STAGE/$path.part" "$STAGE/$path" && rm -f "${names[@]}"
-    fi
-  done < "$DIR/pieces.txt"
-  k=1 n=1
-  [ -f "$DIR/part" ] && read -r k n < "$DIR/part"
-  missing=$(cd "$STAGE" && awk '{print $2}' SHA256SUMS | while read -r f; do [ -f "$f" ] || echo "${f#./}"; done)
-  if [ -n "$missing" ]; then
-    echo "install.sh: part $k of $n staged in $STAGE; still missing (stage the other parts):" $missing
-    exit 4
-  fi
-  echo "install.sh: part $k of $n staged: $STAGE holds the whole bundle"
-  exit 0
-fi
 
 [ $# -ge 1 ] && [ $# -le 2 ] || fail "usage: install.sh TARGET [PYTHON]"
 TARGET=$1

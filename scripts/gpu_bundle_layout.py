@@ -1,8 +1,8 @@
-"""The file steps of scripts/gpu_bundle.sh: strip warp-lang, check the size, split into parts.
+"""The file steps of scripts/gpu_bundle.sh: strip warp-lang, check the sizes.
 
     python scripts/gpu_bundle_layout.py strip-warp DOWNLOAD BUNDLE LIBRARY
     python scripts/gpu_bundle_layout.py check-size BUNDLE MAX_BYTES
-    python scripts/gpu_bundle_layout.py split BUNDLE DEST PART_BYTES
+    python scripts/gpu_bundle_layout.py check-call REPOSITORY BUNDLE CALL_BYTES
 
 ``strip-warp`` copies every wheel of DOWNLOAD into BUNDLE/wheels; the warp-lang wheel is rebuilt
 (build tag ``1sm90``) without ``warp/bin/warp-clang.so`` (the compiler of Warp's *CPU*
@@ -13,12 +13,11 @@ beside LIBRARY) with its line in BUNDLE/unpack.txt; the wheel's RECORD gets LIBR
 and size in warp.so's line. BUNDLE/nvrtc.txt names the NVRTC library LIBRARY needs (from
 LIBRARY.json, the build's record), which scripts/gpu_check.sh looks for on the GPU machine.
 
-``check-size`` prints BUNDLE's size, or fails with one line unless it fits one part of MAX_BYTES.
+``check-size`` prints BUNDLE's size, or fails with one line when it is over MAX_BYTES.
 
-``split`` lays the bundle out for transfers of at most PART_BYTES each: DEST/1, DEST/2, ...
-Every part holds the small files (install.sh, SHA256SUMS, unpack.txt, python_version,
-pieces.txt) and its share of the rest; a file too large for one part is cut into pieces
-``<path>.1``, ``<path>.2``, ... (listed in pieces.txt) that ``install.sh --stage`` joins again.
+``check-call`` prints the size of what one device call carries from REPOSITORY (its tracked
+files and the untracked ones git does not ignore) and that size with BUNDLE added, or fails
+with one line when the sum is over CALL_BYTES.
 """
 
 from __future__ import annotations
@@ -31,18 +30,16 @@ import json
 import lzma
 import os
 import shutil
+import subprocess
 import sys
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 
 DROP = ("warp/bin/warp-clang.so", "warp/examples/", "warp/tests/")
 LIBRARY = "warp/bin/warp.so"
 BUILD_TAG = "1sm90"
 """The wheel's build tag: warp-lang with its warp.so built for sm_90 and NVRTC linked dynamically."""
-SMALL = ("install.sh", "SHA256SUMS", "unpack.txt", "python_version")
-"""Files every part carries (a few kB): what ``install.sh`` needs to stage and check."""
-BOOKKEEPING = 4096
-"""Bytes a part reserves for its own files (pieces.txt, part) beyond the bundle's."""
 
 
 def strip_warp(download: Path, bundle: Path, library: Path) -> None:
@@ -96,10 +93,14 @@ def _compressed(library: Path) -> Path:
     return xz
 
 
+def _size(files: Iterable[Path]) -> int:
+    return sum(p.stat().st_size for p in files if p.is_file())
+
+
 def check_size(bundle: Path, max_bytes: int) -> int:
-    """The bundle's size in bytes; exits with one line unless it fits one part of ``max_bytes``."""
-    size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
-    if size + BOOKKEEPING > max_bytes:
+    """The bundle's size in bytes; exits with one line when it is over ``max_bytes``."""
+    size = _size(bundle.rglob("*"))
+    if size > max_bytes:
         sys.exit(
             f"gpu_bundle: the bundle is {size / 2**20:.1f} MiB, over the {max_bytes / 2**20:.0f} MiB that one"
             " device call carries beside the repository (docs/gpu_check.md)"
@@ -107,42 +108,24 @@ def check_size(bundle: Path, max_bytes: int) -> int:
     return size
 
 
-def split(bundle: Path, dest: Path, part_bytes: int) -> int:
-    """Lay ``bundle`` out as parts ``dest/1..n`` of at most ``part_bytes`` each; returns ``n``."""
-    small = sum((bundle / name).stat().st_size for name in SMALL) + BOOKKEEPING
-    capacity = part_bytes - small
-    payload = sorted(p.relative_to(bundle) for p in bundle.rglob("*") if p.is_file() and p.name not in SMALL)
-    parts: list[list[tuple[Path, Path, int, int]]] = [[]]  # (source, name in the part, offset, size)
-    free = capacity
-    pieces: dict[Path, int] = {}
-    for path in sorted(payload, key=lambda p: (bundle / p).stat().st_size):  # small files first, in part 1
-        size, offset = (bundle / path).stat().st_size, 0
-        if size <= free:
-            parts[-1].append((path, path, 0, size))
-            free -= size
-            continue
-        while offset < size:
-            if free == 0:
-                parts.append([])
-                free = capacity
-            take = min(free, size - offset)
-            pieces[path] = pieces.get(path, 0) + 1
-            parts[-1].append((path, Path(f"{path}.{pieces[path]}"), offset, take))
-            offset += take
-            free -= take
-    for k, files in enumerate(parts, start=1):
-        part = dest / str(k)
-        part.mkdir(parents=True)
-        for name in SMALL:
-            shutil.copy(bundle / name, part / name)
-        (part / "pieces.txt").write_text("".join(f"{path} {n}\n" for path, n in sorted(pieces.items())))
-        (part / "part").write_text(f"{k} {len(parts)}\n")
-        for source, name, offset, size in files:
-            (part / name).parent.mkdir(parents=True, exist_ok=True)
-            with open(bundle / source, "rb") as src, open(part / name, "wb") as out:
-                src.seek(offset)
-                out.write(src.read(size))
-    return len(parts)
+def check_call(repository: Path, bundle: Path, call_bytes: int) -> tuple[int, int]:
+    """``(repository bytes, repository + bundle bytes)`` of one device call that carries ``bundle``;
+    exits with one line when the sum is over ``call_bytes``. The repository's share is what the
+    device tool copies: tracked files and untracked ones git does not ignore."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=repository,
+        capture_output=True,
+        check=True,
+    ).stdout
+    repo = _size(repository / name for name in listed.decode().split("\0") if name)
+    call = repo + _size(bundle.rglob("*"))
+    if call > call_bytes:
+        sys.exit(
+            f"gpu_bundle: the repository ({repo / 2**20:.1f} MiB) and the bundle make {call / 2**20:.1f} MiB,"
+            f" over the {call_bytes / 2**20:.0f} MiB of one device call (docs/gpu_check.md)"
+        )
+    return repo, call
 
 
 def main(argv: list[str]) -> int:
@@ -152,8 +135,8 @@ def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "check-size":
         print(check_size(Path(argv[1]), int(argv[2])))
         return 0
-    if len(argv) == 4 and argv[0] == "split":
-        print(split(Path(argv[1]), Path(argv[2]), int(argv[3])))
+    if len(argv) == 4 and argv[0] == "check-call":
+        print(*check_call(Path(argv[1]), Path(argv[2]), int(argv[3])))
         return 0
     print(__doc__.split("\n\n")[1], file=sys.stderr)
     return 2

@@ -4,14 +4,12 @@
 #   OUT=/some/dir bash scripts/gpu_check.sh        # default OUT: ./gpu_check_out
 #
 # The machine's own python3 and torch run everything. Packages it lacks (mujoco, mujoco-warp,
-# warp-lang, hydra-core, ...) come from the offline bundle of scripts/gpu_bundle.sh: its transfer
-# parts $BUNDLE/1, $BUNDLE/2, ... (default BUNDLE=.gpu_bundle) are staged in $BUNDLE_STAGE
-# (default /tmp/unilab_gpu_bundle; a part carried by an earlier call is already there), and
-# the whole bundle is installed into $BUNDLE_TARGET (default /tmp/unilab_gpu_site) and used
-# through PYTHONPATH. The bundle's warp.so loads NVRTC (libnvrtc.so.13) from the machine: its
-# folder (torch's nvidia/cu13/lib, else the CUDA toolkit's) goes on LD_LIBRARY_PATH, and the
-# check stops with one line before any CUDA work when it is not there. Nothing is fetched from
-# the network.
+# warp-lang, hydra-core, ...) come from the offline bundle of scripts/gpu_bundle.sh, carried in
+# the same call as $BUNDLE (default .gpu_bundle/bundle): it is installed into $BUNDLE_TARGET
+# (default /tmp/unilab_gpu_site) and used through PYTHONPATH. The bundle's warp.so loads NVRTC
+# (libnvrtc.so.13) from the machine: its folder (torch's nvidia/cu13/lib, else the CUDA
+# toolkit's) goes on LD_LIBRARY_PATH, and the check stops with one line before any CUDA work
+# when it is not there. Nothing is fetched from the network.
 #
 # Blocks, in this order so that a run cut short still has the key facts (gpu_check.json after
 # every block: CUDA usable, capture works, replay == eager, no sync in replay, env-steps/s at
@@ -30,8 +28,8 @@
 # SKIP_CHECKS=1 LEARNING_CURVES=1 runs only that one).
 # Writes to $OUT: gpu_check.json, environment.txt, doctor.json, gpu_tests.xml,
 # train_check.json, bench_gpu_capture_{on,off}.json, summary.txt (one line per block).
-# Exits 2 if CUDA is unusable (before anything else), 3 if the bundle is incomplete, does not
-# install or lacks NVRTC on this machine, 1 if a block fails, is cut or skipped.
+# Exits 2 if CUDA is unusable (before anything else), 3 if the bundle does not install (a
+# missing or corrupted file) or lacks NVRTC on this machine, 1 if a block fails, is cut or skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 START=$(date +%s)
@@ -39,7 +37,7 @@ DEADLINE=$((START + ${GPU_CHECK_SECONDS:-480}))
 OUT="${OUT:-$PWD/gpu_check_out}"
 mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
-BUNDLE="${BUNDLE:-.gpu_bundle}"
+BUNDLE="${BUNDLE:-.gpu_bundle/bundle}"
 status=0
 : > "$OUT/summary.txt"
 
@@ -51,44 +49,29 @@ summarize() {  # gpu_check.json: the key facts so far, rewritten (renamed over) 
   fi
 }
 
-# The bundle: its transfer parts carried in this call ($BUNDLE/1, $BUNDLE/2, ...) are staged in
-# $BUNDLE_STAGE, which keeps the parts of earlier calls while the machine stays up; once it
-# holds the whole bundle, it is installed into $BUNDLE_TARGET.
-stage="${BUNDLE_STAGE:-/tmp/unilab_gpu_bundle}"
+# The bundle carried in this call: installed into $BUNDLE_TARGET (a second run on the same
+# machine finds it installed); without one, the machine's own packages.
 site="${BUNDLE_TARGET:-/tmp/unilab_gpu_site}"
-bundle=none
-for part in "$BUNDLE"/[0-9]*/install.sh; do
-  [ -f "$part" ] || continue
-  bash "$part" --stage "$stage"
-  case $? in 0) bundle=complete ;; 4) bundle=incomplete ;; *) bundle=broken && break ;; esac
-done
-[ "$bundle" = none ] && [ -f "$stage/install.sh" ] && bundle=complete  # staged whole by an earlier call
-case $bundle in
-  complete)
-    if ! bash "$stage/install.sh" "$site" "$PY"; then
-      echo "gpu_check: the bundle in $stage did not install; nothing else was run" | tee -a "$OUT/summary.txt"
+if [ -f "$BUNDLE/install.sh" ]; then
+  if ! bash "$BUNDLE/install.sh" "$site" "$PY"; then
+    echo "gpu_check: the bundle in $BUNDLE did not install; nothing else was run" | tee -a "$OUT/summary.txt"
+    exit 3
+  fi
+  export PYTHONPATH="$PWD:$site${PYTHONPATH:+:$PYTHONPATH}"
+  nvrtc=()  # nvrtc.txt: the NVRTC the bundle's warp.so is linked against (libnvrtc.so.13)
+  if [ -f "$BUNDLE/nvrtc.txt" ]; then
+    if ! nvrtc_dir=$("$PY" scripts/gpu_check_facts.py library "$(cat "$BUNDLE/nvrtc.txt")"); then
+      echo "bundle exit=3 seconds=$(($(date +%s) - START)) nvrtc=missing target=$site" >> "$OUT/summary.txt"
+      summarize
       exit 3
     fi
-    export PYTHONPATH="$PWD:$site${PYTHONPATH:+:$PYTHONPATH}"
-    nvrtc=()  # nvrtc.txt: the NVRTC the bundle's warp.so is linked against (libnvrtc.so.13)
-    if [ -f "$stage/nvrtc.txt" ]; then
-      if ! nvrtc_dir=$("$PY" scripts/gpu_check_facts.py library "$(cat "$stage/nvrtc.txt")"); then
-        echo "bundle exit=3 seconds=$(($(date +%s) - START)) nvrtc=missing target=$site" >> "$OUT/summary.txt"
-        summarize
-        exit 3
-      fi
-      export LD_LIBRARY_PATH="$nvrtc_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-      nvrtc=("nvrtc=$nvrtc_dir")
-    fi
-    echo "bundle exit=0 seconds=$(($(date +%s) - START)) ${nvrtc[*]} target=$site" | tee -a "$OUT/summary.txt"
-    ;;
-  none) export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" ;;  # the machine's own packages
-  *)
-    echo "gpu_check: the bundle in $stage is $bundle (stage every part first: docs/gpu_check.md);" \
-      "nothing else was run" | tee -a "$OUT/summary.txt"
-    exit 3
-    ;;
-esac
+    export LD_LIBRARY_PATH="$nvrtc_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    nvrtc=("nvrtc=$nvrtc_dir")
+  fi
+  echo "bundle exit=0 seconds=$(($(date +%s) - START)) ${nvrtc[*]} target=$site" | tee -a "$OUT/summary.txt"
+else
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the machine's own packages
+fi
 
 # 0. CUDA must work: a green check of skipped GPU tests would prove nothing. Triton (torch.compile)
 #    builds a C driver at first use: it needs a C compiler (CC, gcc or clang) and Python.h

@@ -18,7 +18,7 @@ block's exit status and seconds; a missing file leaves its facts ``null``. gpu_c
 after every block and renames its output over ``OUT/gpu_check.json`` (as it does with
 ``environment.json``): the standard library only, so it costs a fraction of a second.
 
-``library`` finds a shared library the bundle's files load from the machine (its ``needs.txt``;
+``library`` finds a shared library the bundle's files load from the machine (its ``nvrtc.txt``;
 the bundle's self-built ``warp.so`` needs NVRTC, ``libnvrtc.so.13``), before any CUDA work:
 first in the ``nvidia`` pip packages this interpreter sees (torch cu130 depends on
 ``nvidia-cuda-nvrtc``, which installs ``nvidia/cu13/lib/libnvrtc.so.13``), then in the CUDA

@@ -1,7 +1,7 @@
 """The bundle's install.sh (scripts/gpu_bundle_install.sh) and its layout
 (scripts/gpu_bundle_layout.py) on a tiny fake bundle: offline install, checksums, the Python
-version guard, the unpacked files, the self-built warp.so in place of NVIDIA's, the size limit,
-splitting into parts and staging them. No network: the real bundle is built and checked by
+version guard, the unpacked files, the self-built warp.so in place of NVIDIA's, the size limits
+of the bundle and of one device call. No network: the real bundle is built and checked by
 ``bash scripts/gpu_bundle.sh --check`` (docs/gpu_check.md)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LIBRARY = random.Random(0).randbytes(30_000)  # incompressible: its xz is as large, so it needs pieces
+LIBRARY = random.Random(0).randbytes(30_000)  # incompressible, as a built library nearly is
 spec = importlib.util.spec_from_file_location("gpu_bundle_layout", ROOT / "scripts" / "gpu_bundle_layout.py")
 layout = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(layout)
@@ -138,51 +138,9 @@ def test_the_bundle_builder_refuses_a_directory_that_is_not_a_bundle(tmp_path: P
     run = subprocess.run(["bash", str(script), str(tmp_path)], capture_output=True, text=True)
     assert run.returncode == 1
     assert run.stderr.strip() == (
-        f"gpu_bundle: DIR '{tmp_path}' exists and is not a bundle (no all/install.sh): choose another directory"
+        f"gpu_bundle: DIR '{tmp_path}' exists and is not a bundle (no bundle/install.sh): choose another directory"
     )
     assert (tmp_path / "keep.txt").read_text() == "mine"
-
-
-def _stage(part: Path, stage: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(part / "install.sh"), "--stage", str(stage)], capture_output=True, text=True)
-
-
-def test_a_bundle_over_one_transfer_travels_as_parts_that_stage_back_into_the_whole(bundle: Path, tmp_path) -> None:
-    part_bytes = 20_000  # the xz (about 30 kB) needs two pieces
-    count = layout.split(bundle, tmp_path / "parts", part_bytes)
-    parts = [tmp_path / "parts" / str(k) for k in range(1, count + 1)]
-    assert count >= 2 and sorted(p.name for p in (tmp_path / "parts").iterdir()) == [
-        str(k) for k in range(1, count + 1)
-    ]
-    for part in parts:
-        assert sum(f.stat().st_size for f in part.rglob("*") if f.is_file()) <= part_bytes
-        assert (part / "SHA256SUMS").read_bytes() == (bundle / "SHA256SUMS").read_bytes()
-    pieces = (parts[0] / "pieces.txt").read_text().split()
-    assert pieces[0] == "files/lib.so.xz" and int(pieces[1]) >= 2
-
-    stage = tmp_path / "stage"
-    for part in reversed(parts[1:]):  # any order; the stage keeps what earlier calls brought
-        run = _stage(part, stage)
-        assert run.returncode == 4 and "still missing (stage the other parts):" in run.stdout, run.stderr
-    run = _stage(parts[0], stage)
-    assert run.returncode == 0 and f"{stage} holds the whole bundle" in run.stdout, run.stdout + run.stderr
-    assert (stage / "files" / "lib.so.xz").read_bytes() == (bundle / "files" / "lib.so.xz").read_bytes()
-    assert not list(stage.glob("files/lib.so.xz.*"))  # the pieces were joined and removed
-    run = _install(stage, tmp_path / "site")
-    assert run.returncode == 0, run.stderr
-    assert (tmp_path / "site" / "tinypkg" / "bin" / "lib.so").read_bytes() == LIBRARY
-
-
-def test_staging_a_part_of_another_bundle_starts_the_stage_afresh(bundle: Path, tmp_path) -> None:
-    layout.split(bundle, tmp_path / "old", 20_000)
-    stage = tmp_path / "stage"
-    assert _stage(tmp_path / "old" / "2", stage).returncode == 4
-    (bundle / "python_version").write_text("3.99\n")  # a new bundle: other checksums
-    _write_sums(bundle)
-    layout.split(bundle, tmp_path / "new", 1_000_000)  # one part
-    run = _stage(tmp_path / "new" / "1", stage)
-    assert run.returncode == 0 and "part 1 of 1 staged" in run.stdout
-    assert (stage / "python_version").read_text() == "3.99\n" and not list(stage.glob("files/lib.so.xz.*"))
 
 
 def _warp_wheel(path: Path, library: bytes) -> None:
@@ -252,19 +210,43 @@ def test_the_built_warp_library_replaces_nvidias_in_the_bundle_and_installs(tmp_
     assert f"warp/bin/warp.so,sha256={digest},{len(built)}" in installed
 
 
-def test_a_bundle_over_the_limit_is_refused_and_one_within_it_is_one_transfer_part(bundle: Path, tmp_path) -> None:
-    size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
-    limit = size + layout.BOOKKEEPING  # the smallest limit it fits, with a part's own files
-    assert layout.check_size(bundle, limit) == size
-    assert layout.split(bundle, tmp_path / "parts", limit) == 1  # gpu_bundle.sh: parts of the size limit
-    run = _stage(tmp_path / "parts" / "1", tmp_path / "stage")
-    assert run.returncode == 0 and "part 1 of 1 staged" in run.stdout
+def _layout(*args: object) -> subprocess.CompletedProcess:
     script = ROOT / "scripts" / "gpu_bundle_layout.py"
-    run = subprocess.run(
-        [sys.executable, str(script), "check-size", str(bundle), str(limit - 1)], capture_output=True, text=True
-    )
+    return subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True, text=True)
+
+
+def test_a_bundle_over_the_limit_is_refused_with_one_line(bundle: Path) -> None:
+    size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
+    assert layout.check_size(bundle, size) == size  # exactly at the limit: fits
+    run = _layout("check-size", bundle, size - 1)
     assert run.returncode == 1
     assert run.stderr == (
-        f"gpu_bundle: the bundle is {size / 2**20:.1f} MiB, over the {(limit - 1) / 2**20:.0f} MiB that one device"
+        f"gpu_bundle: the bundle is {size / 2**20:.1f} MiB, over the {(size - 1) / 2**20:.0f} MiB that one device"
         " call carries beside the repository (docs/gpu_check.md)\n"
+    )
+
+
+def test_the_repository_and_the_bundle_must_fit_one_device_call(bundle: Path, tmp_path: Path) -> None:
+    """What the device tool copies: tracked files and untracked ones git does not ignore (not the
+    ignored bundle folder itself), plus the carried bundle."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=git)
+    (repo / ".gitignore").write_text(".gpu_bundle/\n")  # 13 bytes
+    (repo / "tracked.py").write_bytes(b"x" * 1000)
+    subprocess.run(["git", "add", "tracked.py"], cwd=repo, check=True, env=git)
+    (repo / "untracked.txt").write_bytes(b"y" * 200)
+    (repo / ".gpu_bundle").mkdir()
+    (repo / ".gpu_bundle" / "ignored.bin").write_bytes(b"z" * 5000)
+    repo_bytes = 13 + 1000 + 200
+    call = repo_bytes + sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
+    assert layout.check_call(repo, bundle, call) == (repo_bytes, call)
+    run = _layout("check-call", repo, bundle, call)
+    assert run.returncode == 0 and run.stdout.split() == [str(repo_bytes), str(call)]
+    run = _layout("check-call", repo, bundle, call - 1)
+    assert run.returncode == 1
+    assert run.stderr == (
+        f"gpu_bundle: the repository ({repo_bytes / 2**20:.1f} MiB) and the bundle make {call / 2**20:.1f} MiB,"
+        f" over the {(call - 1) / 2**20:.0f} MiB of one device call (docs/gpu_check.md)\n"
     )

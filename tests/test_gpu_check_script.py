@@ -7,12 +7,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from test_gpu_bundle import _write_sums, bundle, layout  # noqa: F401  (the fake bundle fixture, splitter, sums)
+from test_gpu_bundle import _write_sums, bundle  # noqa: F401  (the fake bundle fixture, its sums)
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_ONLY = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
@@ -25,7 +24,6 @@ def _gpu_check(
     out: Path, bundle_dir: Path, target: Path | None = None, **extra_env: str
 ) -> subprocess.CompletedProcess:
     env = {**CPU_ONLY, "OUT": str(out), "PYTHON": sys.executable, "BUNDLE": str(bundle_dir), **extra_env}
-    env["BUNDLE_STAGE"] = str(out.parent / f"{out.name}_stage")
     if target is not None:
         env["BUNDLE_TARGET"] = str(target)
     return subprocess.run(
@@ -43,25 +41,15 @@ def test_gpu_check_stops_with_an_error_before_running_anything_without_cuda(tmp_
     assert summary["cuda_usable"] is False and summary["capture_works"] is None and summary["blocks"] == []
 
 
-def test_gpu_check_stages_and_installs_the_bundle_first(bundle, tmp_path) -> None:  # noqa: F811
-    """Part 2 carried by an earlier call, part 1 now: staged, installed, the machine's NVRTC found
-    for the bundle's library, then (no CUDA here) exit 2."""
+def test_gpu_check_installs_the_carried_bundle_first(bundle, tmp_path) -> None:  # noqa: F811
+    """Installed, the machine's NVRTC found for the bundle's library, then (no CUDA here) exit 2."""
     (bundle / "nvrtc.txt").write_text("libnvrtc.so.99\n")  # its library loads NVRTC from the machine
     _write_sums(bundle)
     machine = tmp_path / "machine_site"  # the machine's site-packages, where torch cu130 put NVRTC
     (machine / "nvidia" / "cu13" / "lib").mkdir(parents=True)
     (machine / "nvidia" / "cu13" / "lib" / "libnvrtc.so.99").write_bytes(b"")
-    count = layout.split(bundle, tmp_path / "carried", 20_000)
     out, target = tmp_path / "out", tmp_path / "site"
-    first = tmp_path / "first_call"
-    (first / str(count)).parent.mkdir()
-    shutil.copytree(tmp_path / "carried" / str(count), first / str(count))
-    run = _gpu_check(out, first, target, PYTHONPATH=str(machine))  # only the last part: the stage is incomplete
-    assert run.returncode == 3 and "is incomplete (stage every part first" in run.stdout, run.stdout + run.stderr
-    second = tmp_path / "second_call"
-    for k in range(1, count):
-        shutil.copytree(tmp_path / "carried" / str(k), second / str(k))
-    run = _gpu_check(out, second, target, PYTHONPATH=str(machine))  # same OUT, same stage: the rest arrives
+    run = _gpu_check(out, bundle, target, PYTHONPATH=str(machine))
     assert run.returncode == 2, run.stdout + run.stderr  # installed; then no CUDA here
     assert f"installed into {target}" in run.stdout
     assert (target / "tinypkg" / "__init__.py").is_file() and (target / "tinypkg" / "bin" / "lib.so").is_file()
@@ -74,9 +62,8 @@ def test_gpu_check_stages_and_installs_the_bundle_first(bundle, tmp_path) -> Non
 
 
 def test_gpu_check_stops_on_a_broken_bundle(bundle, tmp_path) -> None:  # noqa: F811
-    layout.split(bundle, tmp_path / "carried", 1_000_000)
-    (tmp_path / "carried" / "1" / "unpack.txt").write_text("tampered\n")  # no longer matches SHA256SUMS
-    run = _gpu_check(tmp_path / "out", tmp_path / "carried", tmp_path / "site")
+    (bundle / "unpack.txt").write_text("tampered\n")  # no longer matches SHA256SUMS
+    run = _gpu_check(tmp_path / "out", bundle, tmp_path / "site")
     assert run.returncode == 3
     assert "does not match its SHA256SUMS line" in run.stderr
     assert "did not install; nothing else was run" in (tmp_path / "out" / "summary.txt").read_text()
@@ -86,9 +73,8 @@ def test_gpu_check_stops_on_a_broken_bundle(bundle, tmp_path) -> None:  # noqa: 
 def test_gpu_check_stops_before_cuda_when_the_machine_lacks_the_bundles_nvrtc(bundle, tmp_path) -> None:  # noqa: F811
     (bundle / "nvrtc.txt").write_text("libnvrtc.so.99\n")  # a version no machine has
     _write_sums(bundle)
-    layout.split(bundle, tmp_path / "carried", 1_000_000)
     out = tmp_path / "out"
-    run = _gpu_check(out, tmp_path / "carried", tmp_path / "site", CUDA_HOME=str(tmp_path / "no_toolkit"))
+    run = _gpu_check(out, bundle, tmp_path / "site", CUDA_HOME=str(tmp_path / "no_toolkit"))
     assert run.returncode == 3, run.stdout + run.stderr
     assert [line for line in run.stderr.splitlines() if line.startswith("gpu_check:")] == [  # pip may warn too
         "gpu_check: the bundle needs libnvrtc.so.99 (NVRTC: pip package nvidia-cuda-nvrtc, which torch cu130 depends"
