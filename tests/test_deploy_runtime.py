@@ -360,7 +360,7 @@ def test_shared_holosoma_clip_converts_for_the_runtime(cases) -> None:
 
 
 def test_the_committed_velocity_policy_walks_in_mujoco_c() -> None:
-    """docs/policies/g1_velocity_sac.onnx (45 CPU minutes of SAC) through the runtime alone: 3 s at
+    """docs/policies/g1_velocity_sac.onnx (an hour of SAC on a CPU core) through the runtime alone: 3 s at
     0.5 m/s in MuJoCo C without a fall, at the planar error it has in its training env (0.10 m/s)."""
     from unilab_gpu.cli.sim2sim import sim2sim
 

@@ -10,9 +10,11 @@ map, PD targets and rates from the file's metadata) on the project's MJCF of the
 (``--model`` for another), stepped by MuJoCo C instead of the MJWarp it was trained on. A velocity
 policy starts at the model's keyframe and follows ``--command``; a tracking policy starts at the
 reference's first frame and follows ``--motion`` (any format ``unilab-motion`` reads; default: the
-clip the metadata names, or its synthetic clip). Reported per second and in all: falls (the root
-below 0.3 m or the torso tilted past 65 degrees, the velocity task's terminations; the robot is
-then put back at its start, or at the reference's current frame, and goes on), the velocity
+clip the metadata names, or its synthetic clip). Reported per second and in all: falls (velocity
+policies: the root below 0.3 m or the torso tilted past 65 degrees, the velocity task's
+terminations; tracking policies: the anchor 0.25 m above or below the reference's or tilted
+differently, the tracking task's anchor terminations; the robot is then put back at its start, or
+at the reference's current frame, and goes on), the velocity
 errors as the velocity task defines them (``||c_xy - v_xy||``, ``|c_z - omega_z|``, root frame)
 or the tracked bodies' position errors (world frame, and against the reference re-anchored at
 the robot's anchor as the tracking task scores them), the largest joint-limit excursion and the
@@ -33,14 +35,20 @@ import mujoco
 import numpy as np
 
 from unilab_gpu.deploy import Controller, DeploymentError, PolicyFile, ReferenceMotion
-from unilab_gpu.deploy.rotations import quat_conjugate, quat_mul, rotate, rotate_inverse
+from unilab_gpu.deploy.rotations import quat_conjugate, quat_mul, rotate, rotate_inverse, rotmat
 from unilab_gpu.utils.files import check_output, write_atomic
 
 FALL_HEIGHT = 0.3
-"""A fall: the root below this height (m; the velocity task's ``fell`` termination) ..."""
+"""Velocity policies fall: the root below this height (m; the velocity task's ``fell`` termination) ..."""
 FALL_TILT_DEGREES = 65.0
 """... or the torso tilted more than this from upright (its ``tilt`` termination)."""
 TILT_BODY = "torso_link"
+LOST_HEIGHT = 0.25
+"""Tracking policies fall (lose the reference): the anchor's height differs from the reference
+anchor's by more than this (m; the tracking task's ``anchor_height`` termination) ..."""
+LOST_TILT = 0.8
+"""... or the z components of gravity seen from the two anchors differ by more than this (its
+``anchor_orientation`` termination). A reference may bend far over: an absolute tilt is no fall."""
 
 
 def load_reference(
@@ -121,8 +129,16 @@ class Sim2Sim:
         self._substep_torque = max(self._substep_torque, float(np.max(tau - self.effort)))
         self._substep_ratio = max(self._substep_ratio, float(np.max(tau / self.effort)))
 
-    def fallen(self) -> bool:
+    def fallen(self, frame: int) -> bool:
+        """Whether the robot fell (see :data:`FALL_HEIGHT` and :data:`LOST_HEIGHT`); ``frame``:
+        the reference frame the last step followed."""
         data = self.data
+        if self.tracking:
+            ref = self.controller.reference
+            height = abs(ref.body_pos_w[frame, self.anchor_column, 2] - data.xpos[self.anchor, 2])
+            # -g_z seen from a frame is its rotation matrix's [2, 2]; a heading change leaves it alone.
+            tilt = abs(rotmat(ref.body_quat_w[frame, self.anchor_column])[2, 2] - data.xmat[self.anchor][8])
+            return bool(height > LOST_HEIGHT or tilt > LOST_TILT)
         low = data.qpos[self.root_qpos + 2] < FALL_HEIGHT
         tilted = data.xmat[self.torso][8] < math.cos(math.radians(FALL_TILT_DEGREES))  # body z . world z
         return bool(low or tilted)
@@ -184,7 +200,7 @@ class Sim2Sim:
             second["steps"] += 1
             if on_frame is not None:
                 on_frame(self.data, ctl.reference.state(ctl.frame)[0] if self.tracking else None)
-            if self.fallen():
+            if self.fallen(frame):
                 second["falls"] += 1
                 self.start(time=ctl.time, phase=ctl.phase)
         rows = [_row(s) for s in per_second]
@@ -268,7 +284,12 @@ def sim2sim(
         "seconds": seconds,
         "control_dt": controller.control_dt,
         "physics_dt": float(model.opt.timestep),
-        "falls_are": f"root below {FALL_HEIGHT} m or {TILT_BODY} tilted past {FALL_TILT_DEGREES:g} degrees",
+        "falls_are": (
+            f"anchor height off the reference's by > {LOST_HEIGHT} m or gravity z seen from the anchors off by "
+            f"> {LOST_TILT}"
+            if reference is not None
+            else f"root below {FALL_HEIGHT} m or {TILT_BODY} tilted past {FALL_TILT_DEGREES:g} degrees"
+        ),
         "wall_seconds": round(time.perf_counter() - started, 2),
         **result,
     }
