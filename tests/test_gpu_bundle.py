@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 import lzma
 import os
 import random
@@ -19,12 +18,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from script_helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = random.Random(0).randbytes(30_000)  # incompressible, as a built library nearly is
-spec = importlib.util.spec_from_file_location("gpu_bundle_layout", ROOT / "scripts" / "gpu_bundle_layout.py")
-layout = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(layout)
+layout = load_script("gpu_bundle_layout")
 
 
 def _wheel(path: Path) -> None:

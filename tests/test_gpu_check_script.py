@@ -4,20 +4,18 @@ facts summary) on hand-made inputs."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from script_helpers import load_script
 from test_gpu_bundle import _write_sums, bundle  # noqa: F401  (the fake bundle fixture, its sums)
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_ONLY = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-spec = importlib.util.spec_from_file_location("gpu_check_facts", ROOT / "scripts" / "gpu_check_facts.py")
-facts = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(facts)
+facts = load_script("gpu_check_facts")
 
 
 def _gpu_check(

@@ -3,29 +3,19 @@ the kept run folder."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+from script_helpers import load_script
 
 from unilab_gpu.rl.checkpoint import load_checkpoint
 from unilab_gpu.rl.trainer import agent_from_checkpoint
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "learning_curve.py"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("learning_curve", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_errors_are_averaged_by_steps_since_the_episodes_start() -> None:
-    lc = _script()
+    lc = load_script("learning_curve")
     # 3 rows: the motion command's per-row body-position errors of each step.
     command = SimpleNamespace(row_errors=lambda: {"body_pos_error": command.error})
     env = SimpleNamespace(command_manager=SimpleNamespace(get=lambda name: command))
@@ -42,7 +32,7 @@ def test_errors_are_averaged_by_steps_since_the_episodes_start() -> None:
 
 
 def test_within_thresholds_counts_rows_by_their_first_failure() -> None:
-    lc = _script()
+    lc = load_script("learning_curve")
     # First failure ages of six rows (0: never): at age 10 rows 0, 30, 31, 50 are still within.
     first = torch.tensor([0, 5, 10, 30, 31, 50])
     assert lc.within_thresholds(first, 10) == 4 / 6
@@ -51,7 +41,7 @@ def test_within_thresholds_counts_rows_by_their_first_failure() -> None:
 
 
 def test_clean_starts_are_one_seeded_draw_per_stratum_of_the_clip() -> None:
-    lc = _script()
+    lc = load_script("learning_curve")
     frames = lc.clean_start_frames(325, 16, seed=1)
     span = 325 - 1 - lc.CLEAN_HORIZON  # a start leaves 50 more frames inside the clip
     assert frames.dtype == torch.int64 and frames.shape == (16,)
@@ -66,7 +56,7 @@ def test_clean_starts_are_one_seeded_draw_per_stratum_of_the_clip() -> None:
 def test_clean_evaluation_of_a_tiny_run() -> None:
     """Keys and ages as the report promises, failures evaluated on the side with terminations off,
     and the zero action at the clip's own joints (residual actions) at age 10 better than at 50."""
-    lc = _script()
+    lc = load_script("learning_curve")
     from unilab_gpu.rl.sac import SacAgent, SacConfig
 
     agent = SacAgent(SacConfig(actor_hidden_dims=(16,), critic_hidden_dims=(8,), compile=False), 160, 286, 29)
@@ -88,7 +78,7 @@ def test_clean_evaluation_of_a_tiny_run() -> None:
 
 
 def test_velocity_task_reports_its_velocity_errors_by_episode_age() -> None:
-    lc = _script()
+    lc = load_script("learning_curve")
     # The velocity command's per-row planar error; 2 rows at ages 1 and 2, then 2 and 0 (reset).
     command = SimpleNamespace(row_errors=lambda: {"lin_vel_error": command.error})
     env = SimpleNamespace(command_manager=SimpleNamespace(get=lambda name: command, terms={"twist": command}))
@@ -107,7 +97,7 @@ def test_velocity_task_reports_its_velocity_errors_by_episode_age() -> None:
 def test_kept_run_holds_the_evaluated_policy(tmp_path) -> None:
     """--keep-run leaves a run folder whose checkpoint is the policy the script evaluated: the
     checkpoint's agent, evaluated the same way, reproduces the report's trained episodes."""
-    lc = _script()
+    lc = load_script("learning_curve")
     run_dir, out = tmp_path / "run", tmp_path / "report.json"
     argv = [
         *("--task", "pendulum", "--algo", "sac", "--env-steps", "128", "--num-envs", "4", "--eval-envs", "2"),

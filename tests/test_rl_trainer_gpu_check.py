@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_train_check.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("gpu_train_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from script_helpers import load_script
 
 
 def test_cpu_run_writes_a_consistent_report(tmp_path):
@@ -32,7 +22,7 @@ def test_cpu_run_writes_a_consistent_report(tmp_path):
         "algo.num_atoms=11",
     ]
     args = ["--device", "cpu", "--seconds", "5", "--num-envs", "2", "--log-every", "2", "--out", str(out), "--", *tiny]
-    returned = load_script().main(args)
+    returned = load_script("gpu_train_check").main(args)
     report = json.loads(out.read_text())
     assert report == json.loads(json.dumps(returned))
     assert report["device"] == "cpu" and report["algo"] == "flashsac" and report["task"].startswith("g1_")
@@ -54,5 +44,5 @@ def test_a_run_without_updates_fails_the_check(tmp_path):
     never += ["algo.actor_num_blocks=1", "algo.critic_num_blocks=1", "algo.num_atoms=11"]
     args = ["--device", "cpu", "--seconds", "1", "--num-envs", "2", "--log-every", "2", "--out", str(out), "--", *never]
     with pytest.raises(SystemExit, match="FAILED: no update ran"):
-        load_script().main(args)
+        load_script("gpu_train_check").main(args)
     assert json.loads(out.read_text())["failures"][0].startswith("no update ran")
