@@ -177,14 +177,21 @@ class ManagerBasedRlEnv:
 
         # fallback_random: compiled code draws the same random numbers as eager code (Inductor's own
         # RNG differs), so compiled and eager steps agree and a seeded run reproduces either way.
-        # Scoped to the env's regions, so an agent's compiled code is left as it is.
+        # That needs the draws in source order: torch 2.11's reorder_for_locality pass moves each
+        # node to just before its first user, random ops included (2.13 leaves ops tagged
+        # nondeterministic_seeded in place), so g1_tracking's reset noise came out of the generator
+        # in another order. Scoped to the env's regions, so an agent's compiled code is left as it is.
         def wrap(fn: Callable) -> Callable:
-            return maybe_compile(fn, compile, options={"fallback_random": True})
+            return maybe_compile(fn, compile, options={"fallback_random": True, "reorder_for_locality": False})
 
         self._apply_actions = wrap(self._apply_actions_eager)
         # Separate regions: Inductor 2.13's CPU codegen failed on evaluate + final observations
         # fused into one graph (KeyError on a buffer name), and splitting costs one launch.
         self._evaluate = wrap(self._evaluate_eager)
+        # Its own region: commands.advance overwrites the reference the rewards just read, and
+        # Inductor 2.11 ran that overwrite before the read inside one region (the write-after-read
+        # order of the action history, see ActionManager.process); across regions it cannot.
+        self._advance_commands = wrap(self._advance_commands_eager)
         self._observe_final = wrap(self._observe_final_eager)
         self._stage_resets = wrap(self._stage_resets_eager)
         self._finish_resets = wrap(self._finish_resets_eager)
@@ -339,6 +346,7 @@ class ManagerBasedRlEnv:
         self.sim.refresh()
         mark("refresh")
         self._evaluate()
+        self._advance_commands()
         if self.cfg.final_obs:
             self._observe_final()
         mark("evaluate")
@@ -407,6 +415,8 @@ class ManagerBasedRlEnv:
         )
         self._compactor.compact(ended)
         self.stats.count_deferred(self._compactor.pending)
+
+    def _advance_commands_eager(self) -> None:
         self.command_manager.advance(self)  # the next observation shows what the next step scores
 
     def _observe_final_eager(self) -> None:
