@@ -8,8 +8,9 @@ for a browser (so the server also serializes and sends every update). Windows of
 process see the same machine load; the ratios of the medians are the numbers to read. Writes
 JSON with the machine description::
 
-    OMP_NUM_THREADS=1 CUDA_VISIBLE_DEVICES="" python scripts/bench_viewer.py \\
-        --out docs/benchmarks/viewer_cpu.json
+    OMP_NUM_THREADS=1 CUDA_VISIBLE_DEVICES="" python scripts/bench_viewer.py --iterations 5 --rounds 30 \\
+        --overrides algo=sac algo.warmup_steps=2 algo.batch_size=256 "algo.actor_hidden_dims=[64,64]" \\
+        "algo.critic_hidden_dims=[64,64]" --out docs/benchmarks/viewer_cpu.json
 """
 
 from __future__ import annotations
