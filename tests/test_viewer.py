@@ -104,7 +104,7 @@ def test_training_viewer_then_play_viewer_of_the_run(tmp_path, capsys, monkeypat
     monkeypatch.setattr(train_cli, "start_training_viewer", keep)
     began = time.monotonic()
     run_dir = tmp_path / "run"
-    overrides = ["viewer=true", "viewer_port=0", "total_env_steps=40", "export_onnx=false", f"run_dir={run_dir}"]
+    overrides = ["viewer=true", "viewer_port=0", "total_env_steps=40", f"run_dir={run_dir}"]
     assert train_cli.main([*TINY, *overrides]) == 0
     elapsed = time.monotonic() - began
     out = capsys.readouterr().out
@@ -114,13 +114,14 @@ def test_training_viewer_then_play_viewer_of_the_run(tmp_path, capsys, monkeypat
     snapshot = live.feed.read()
     assert snapshot.qpos.shape == (4, 1) and snapshot.episode_step.max() >= 1
 
-    # unilab-play --viewer of the run: the URL line, then the usual stats. (--onnx builds its policy
-    # differently, then plays through the same code.)
-    args = [str(run_dir), "--viewer", "--port", "0", "--worlds", "2", "--num-envs", "4", "--steps", "4"]
-    assert play_main(args) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert any(line.startswith("viewer: http://127.0.0.1:") and "(2 of 4 worlds; Ctrl-C" in line for line in lines)
-    assert any("4 envs x 4 steps" in line for line in lines)
+    # unilab-play --viewer of the run, from its checkpoint and from its exported ONNX file: the URL
+    # line, then the usual stats.
+    view = ["--viewer", "--port", "0", "--worlds", "2", "--num-envs", "4", "--steps", "4"]
+    for policy in ([str(run_dir)], ["--onnx", str(run_dir / "policy.onnx")]):
+        assert play_main([*policy, *view]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert any(line.startswith("viewer: http://127.0.0.1:") and "(2 of 4 worlds; Ctrl-C" in line for line in lines)
+        assert any("4 envs x 4 steps" in line for line in lines)
 
 
 # -- scene -------------------------------------------------------------------------------------
