@@ -61,6 +61,7 @@ def test_joint_position_action_on_g1() -> None:
             "cuda",
             True,
             marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")],
+            id="cuda-inductor",  # gpu_check.sh deselects "inductor" tests where Triton cannot build
         ),
     ],
 )
