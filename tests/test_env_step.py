@@ -127,3 +127,52 @@ def test_compiled_step_equals_eager(task: str, num_envs: int) -> None:
     assert torch.equal(e0, e1)
     torch.testing.assert_close(r1, r0, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(o1, o0, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("task,num_envs", [("pendulum", 6), pytest.param("g1_tracking", 4, marks=pytest.mark.slow)])
+def test_compiled_deferred_resets_equal_eager(task: str, num_envs: int) -> None:
+    """reset_capacity=1 with several rows ending per step: the compiled step defers the same rows
+    as the eager one and every output agrees step by step. The evaluate region reads the
+    compactor's ``pending``/``wait`` and rewrites them at its end (the write-after-read order that
+    Inductor 2.11 lost for other buffers, docs/architecture.md step-path rule 6)."""
+    overrides = FORCED + ["reset_capacity=1", "episode_length_s=0.3", "randomize_initial_episode_length=false"]
+    envs = [make_env(task, num_envs=num_envs, overrides=overrides, seed=5, compile=c) for c in (False, True)]
+    generator = torch.Generator().manual_seed(1)
+    steps = 20
+    actions = torch.rand(steps, num_envs, envs[0].action_dim, generator=generator) * 2 - 1
+    forced_ends = torch.rand(steps, num_envs, generator=generator) < 0.3
+    traces = []
+    for env in envs:
+        torch.manual_seed(13)
+        env.reset()
+        trace = []
+        for t in range(steps):
+            _forced(env).mask.copy_(forced_ends[t])
+            result = env.step(actions[t])
+            rows = env.reset_rows
+            trace.append(
+                {
+                    "obs": torch.cat([v.clone() for v in result.obs.values()], dim=1),
+                    "final_obs": torch.cat([v.clone() for v in result.final_obs.values()], dim=1),
+                    "reward": result.reward.clone(),
+                    "terminated": result.terminated.clone(),
+                    "truncated": result.truncated.clone(),
+                    "valid": result.valid.clone(),
+                    "pending": rows.pending.clone(),
+                    "wait": rows.wait.clone(),
+                    "env_ids": rows.env_ids.clone(),
+                    "deferred_count": rows.deferred_count.clone(),
+                    "episode_length": env.episode_length.clone(),
+                    "qpos": env.sim.state.qpos.clone(),
+                }
+            )
+        traces.append(trace)
+    eager, compiled = traces
+    assert int(eager[-1]["deferred_count"]) > 0, "no reset was deferred: the test would not exercise it"
+    assert max(int((s["terminated"] | s["truncated"]).sum()) for s in eager) > 1  # rows ending together
+    for t, (e, c) in enumerate(zip(eager, compiled, strict=True)):
+        for name, want in e.items():
+            got = c[name]
+            close = torch.allclose(got, want, rtol=1e-4, atol=1e-4)
+            same = close if want.is_floating_point() else torch.equal(got, want)
+            assert same, f"step {t} {name}: compiled {got.tolist()} != eager {want.tolist()}"
