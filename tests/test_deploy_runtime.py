@@ -29,7 +29,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 import onnx  # noqa: E402
 
-from unilab_gpu.cli.sim2sim import Sim2Sim, load_reference  # noqa: E402
+from unilab_gpu.cli.sim2sim import FallRule, Sim2Sim, load_reference  # noqa: E402
 from unilab_gpu.cli.sim2sim import main as sim2sim_main  # noqa: E402
 from unilab_gpu.deploy import METADATA_VERSION, Controller, DeploymentError, PolicyFile, ReferenceMotion  # noqa: E402
 from unilab_gpu.deploy.terms import TERMS  # noqa: E402
@@ -88,7 +88,9 @@ class Case:
         collects (runtime, env) tracking errors of each step."""
         env = self.env
         env.reset()
-        run = Sim2Sim(controller, None if controller.reference is not None else [0.0, 0.0, 0.0])
+        tracking = controller.reference is not None
+        falls = FallRule.of_task(controller.metadata, tracking)
+        run = Sim2Sim(controller, None if tracking else [0.0, 0.0, 0.0], falls)
         data = run.data
         data.qpos[:] = env.sim.state.qpos[0].numpy()
         data.qvel[:] = env.sim.state.qvel[0].numpy()
@@ -289,6 +291,19 @@ def test_cli_reports_and_writes_atomically(cases, tmp_path, capsys) -> None:
     assert 0 < summary["body_pos_error_anchored_m"] < 1 and summary["peak_torque_over_limit"] > 0
     assert sim2sim_main([str(cases["g1_tracking_play"].path), "--seconds", "1", "--out", str(out)]) == 2  # no --force
     assert "exists" in capsys.readouterr().err
+
+
+def test_falls_are_counted_by_the_task_configs_terminations() -> None:
+    # The thresholds come from the policy's task and its training overrides (configs/task/*.yaml).
+    velocity = FallRule.of_task(
+        {"task": "g1_velocity", "env_overrides": ["terminations.fell.params.min_height=0.5"]}, False
+    )
+    assert velocity == FallRule(min_root_height=0.5, tilt_bodies=("torso_link",), max_tilt_degrees=65.0)
+    assert velocity.describe() == "root below 0.5 m or torso_link tilted past 65 degrees"
+    tracking = FallRule.of_task({"task": "g1_tracking", "env_overrides": []}, True)
+    assert tracking == FallRule(anchor_height=0.25, anchor_orientation=0.8)
+    with pytest.raises(DeploymentError, match="task 'g1_velocity' has no body_tilt_above termination"):
+        FallRule.of_task({"task": "g1_velocity", "env_overrides": ["terminations.tilt=null"]}, False)
 
 
 def test_cli_video_has_a_frame_per_control_step(cases, tmp_path) -> None:

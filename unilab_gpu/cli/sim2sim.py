@@ -10,11 +10,12 @@ map, PD targets and rates from the file's metadata) on the project's MJCF of the
 (``--model`` for another), stepped by MuJoCo C instead of the MJWarp it was trained on. A velocity
 policy starts at the model's keyframe and follows ``--command``; a tracking policy starts at the
 reference's first frame and follows ``--motion`` (any format ``unilab-motion`` reads; default: the
-clip the metadata names, or its synthetic clip). Reported per second and in all: falls (velocity
-policies: the root below 0.3 m or the torso tilted past 65 degrees, the velocity task's
-terminations; tracking policies: the anchor 0.25 m above or below the reference's or tilted
-differently, the tracking task's anchor terminations; the robot is then put back at its start, or
-at the reference's current frame, and goes on), the velocity
+clip the metadata names, or its synthetic clip). Reported per second and in all: falls (the
+failure terminations of the policy's task config, thresholds read from it: velocity policies the
+root too low or a body tilted too far, ``root_height_below`` and ``body_tilt_above``; tracking
+policies the anchor too far above or below the reference's or tilted differently,
+``anchor_height_error`` and ``anchor_orientation_error``; the robot is then put back at its start,
+or at the reference's current frame, and goes on), the velocity
 errors as the velocity task defines them (``||c_xy - v_xy||``, ``|c_z - omega_z|``, root frame)
 or the tracked bodies' position errors (world frame, and against the reference re-anchored at
 the robot's anchor as the tracking task scores them), the largest joint-limit excursion and the
@@ -28,6 +29,7 @@ import math
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,20 +37,68 @@ import mujoco
 import numpy as np
 
 from unilab_gpu.deploy import Controller, DeploymentError, PolicyFile, ReferenceMotion
-from unilab_gpu.deploy.rotations import quat_conjugate, quat_mul, rotate, rotate_inverse, rotmat
+from unilab_gpu.deploy.rotations import quat_conjugate, quat_mul, rotate, rotate_inverse, rotmat, yaw_quat
 from unilab_gpu.utils.files import check_output, write_atomic
 
-FALL_HEIGHT = 0.3
-"""Velocity policies fall: the root below this height (m; the velocity task's ``fell`` termination) ..."""
-FALL_TILT_DEGREES = 65.0
-"""... or the torso tilted more than this from upright (its ``tilt`` termination)."""
-TILT_BODY = "torso_link"
-LOST_HEIGHT = 0.25
-"""Tracking policies fall (lose the reference): the anchor's height differs from the reference
-anchor's by more than this (m; the tracking task's ``anchor_height`` termination) ..."""
-LOST_TILT = 0.8
-"""... or the z components of gravity seen from the two anchors differ by more than this (its
-``anchor_orientation`` termination). A reference may bend far over: an absolute tilt is no fall."""
+
+@dataclass(frozen=True)
+class FallRule:
+    """When a run counts a fall: the failure terminations of the policy's task config (with the
+    training run's overrides), so sim-to-sim and training judge a state alike.
+
+    A velocity policy falls when the root is below ``min_root_height`` (``root_height_below``) or
+    one of ``tilt_bodies`` tilts more than ``max_tilt_degrees`` from upright (``body_tilt_above``).
+    A tracking policy loses the reference when its anchor's height differs from the reference
+    anchor's by more than ``anchor_height`` (``anchor_height_error``) or the z components of
+    gravity seen from the two anchors differ by more than ``anchor_orientation``
+    (``anchor_orientation_error``): a reference may bend far over, so an absolute tilt is no fall.
+    """
+
+    min_root_height: float | None = None
+    tilt_bodies: tuple[str, ...] = ()
+    max_tilt_degrees: float | None = None
+    anchor_height: float | None = None
+    anchor_orientation: float | None = None
+
+    @classmethod
+    def of_task(cls, meta: dict[str, Any], tracking: bool) -> FallRule:
+        """The rule of ``meta``'s task and overrides; a task without those terminations is refused."""
+        from unilab_gpu.envs.make_env import load_task_cfg  # the training side's config
+
+        task = meta.get("task")
+        cfg = load_task_cfg(task, meta.get("env_overrides") or [])
+        params = {t.func.rsplit(".", 1)[-1]: t.params for t in cfg.terminations.values() if t is not None}
+        needed = (
+            ("anchor_height_error", "anchor_orientation_error")
+            if tracking
+            else ("root_height_below", "body_tilt_above")
+        )
+        missing = [name for name in needed if name not in params]
+        if missing:
+            raise DeploymentError(f"task '{task}' has no {', '.join(missing)} termination to count falls by")
+        if tracking:
+            return cls(
+                anchor_height=params["anchor_height_error"]["threshold"],
+                anchor_orientation=params["anchor_orientation_error"]["threshold"],
+            )
+        tilt = params["body_tilt_above"]
+        return cls(
+            min_root_height=params["root_height_below"]["min_height"],
+            tilt_bodies=tuple(tilt["body_names"]),
+            max_tilt_degrees=tilt["max_degrees"],
+        )
+
+    def describe(self) -> str:
+        """The rule in words (the report's ``falls_are``)."""
+        if self.anchor_height is not None:
+            return (
+                f"anchor height off the reference's by > {self.anchor_height} m or gravity z seen from the anchors "
+                f"off by > {self.anchor_orientation}"
+            )
+        return (
+            f"root below {self.min_root_height} m or {', '.join(self.tilt_bodies)} tilted past "
+            f"{self.max_tilt_degrees:g} degrees"
+        )
 
 
 def load_reference(
@@ -82,15 +132,16 @@ def load_reference(
 class Sim2Sim:
     """One run of a policy in MuJoCo C, with the statistics of the module docstring."""
 
-    def __init__(self, controller: Controller, command: Sequence[float] | None) -> None:
+    def __init__(self, controller: Controller, command: Sequence[float] | None, falls: FallRule) -> None:
         self.controller = ctl = controller
+        self.falls = falls
         self.model = model = controller.model
         self.data = mujoco.MjData(model)
         meta = controller.metadata
         self.tracking = controller.reference is not None
         if not self.tracking:
             ctl.command = np.asarray(command if command is not None else [0.0, 0.0, 0.0])
-        self.torso = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, TILT_BODY)
+        self.tilt_bodies = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, n) for n in falls.tilt_bodies]
         self.root_qpos = ctl.context.root_qpos
         self.effort = np.array([np.inf if e is None else e for e in meta["effort_limit"]])
         ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in meta["joint_names"]]
@@ -130,17 +181,18 @@ class Sim2Sim:
         self._substep_ratio = max(self._substep_ratio, float(np.max(tau / self.effort)))
 
     def fallen(self, frame: int) -> bool:
-        """Whether the robot fell (see :data:`FALL_HEIGHT` and :data:`LOST_HEIGHT`); ``frame``:
-        the reference frame the last step followed."""
-        data = self.data
+        """Whether the robot fell (:class:`FallRule`); ``frame``: the reference frame the last step
+        followed."""
+        data, rule = self.data, self.falls
         if self.tracking:
             ref = self.controller.reference
             height = abs(ref.body_pos_w[frame, self.anchor_column, 2] - data.xpos[self.anchor, 2])
             # -g_z seen from a frame is its rotation matrix's [2, 2]; a heading change leaves it alone.
             tilt = abs(rotmat(ref.body_quat_w[frame, self.anchor_column])[2, 2] - data.xmat[self.anchor][8])
-            return bool(height > LOST_HEIGHT or tilt > LOST_TILT)
-        low = data.qpos[self.root_qpos + 2] < FALL_HEIGHT
-        tilted = data.xmat[self.torso][8] < math.cos(math.radians(FALL_TILT_DEGREES))  # body z . world z
+            return bool(height > rule.anchor_height or tilt > rule.anchor_orientation)
+        low = data.qpos[self.root_qpos + 2] < rule.min_root_height
+        upright = math.cos(math.radians(rule.max_tilt_degrees))
+        tilted = any(data.xmat[body][8] < upright for body in self.tilt_bodies)  # body z . world z
         return bool(low or tilted)
 
     def errors(self, frame: int) -> dict[str, float]:
@@ -162,7 +214,7 @@ class Sim2Sim:
             ref.body_pos_w[frame, self.anchor_column],
             ref.body_quat_w[frame, self.anchor_column],
         )
-        heading = _yaw_quat(quat_mul(data.xquat[self.anchor], quat_conjugate(ref_anchor_quat)))
+        heading = yaw_quat(quat_mul(data.xquat[self.anchor], quat_conjugate(ref_anchor_quat)))
         shift = np.array([*data.xpos[self.anchor, :2], ref_anchor_pos[2]])
         anchored = np.array([shift + rotate(heading, p - ref_anchor_pos) for p in target])
         return {
@@ -225,12 +277,6 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
-def _yaw_quat(quat: np.ndarray) -> np.ndarray:
-    w, x, y, z = quat
-    yaw = math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-    return np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
-
-
 def sim2sim(
     policy_path: str | Path,
     command: Sequence[float] | None = None,
@@ -263,7 +309,8 @@ def sim2sim(
         f"{mujoco.__version__} (C) for {seconds:g} s, "
         + (f"motion {motion_name}" if reference is not None else f"command {list(command)}")
     )
-    run = Sim2Sim(controller, command)
+    falls = FallRule.of_task(meta, tracking=reference is not None)
+    run = Sim2Sim(controller, command, falls)
     recorder = _VideoFrames(model, run.data) if video is not None else None
     started = time.perf_counter()
     try:
@@ -284,12 +331,7 @@ def sim2sim(
         "seconds": seconds,
         "control_dt": controller.control_dt,
         "physics_dt": float(model.opt.timestep),
-        "falls_are": (
-            f"anchor height off the reference's by > {LOST_HEIGHT} m or gravity z seen from the anchors off by "
-            f"> {LOST_TILT}"
-            if reference is not None
-            else f"root below {FALL_HEIGHT} m or {TILT_BODY} tilted past {FALL_TILT_DEGREES:g} degrees"
-        ),
+        "falls_are": falls.describe(),
         "wall_seconds": round(time.perf_counter() - started, 2),
         **result,
     }

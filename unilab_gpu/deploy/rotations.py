@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import mujoco
 import numpy as np
 
@@ -35,3 +37,10 @@ def rotmat(quat: np.ndarray) -> np.ndarray:
     out = np.empty(9)
     mujoco.mju_quat2Mat(out, np.asarray(quat, dtype=np.float64))
     return out.reshape(3, 3)
+
+
+def yaw_quat(quat: np.ndarray) -> np.ndarray:
+    """The heading of ``quat`` (wxyz): the rotation about world z by its yaw angle, ``(4,)``."""
+    w, x, y, z = quat
+    yaw = math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+    return np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
