@@ -96,6 +96,8 @@ class StateFeed:
       worlds: K, how many worlds are copied (``1 <= K <= env.num_envs``).
       rate_hz: at most this many copies per second (``maybe_copy``).
       clock: seconds, monotonic (a parameter for tests).
+      field: how the user named the worlds setting, for the error message (``"--"``: ``--worlds``,
+        ``"viewer_"``: ``viewer_worlds``).
     """
 
     def __init__(
@@ -104,9 +106,10 @@ class StateFeed:
         worlds: int,
         rate_hz: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        field: str = "",
     ) -> None:
         if not 1 <= worlds <= env.num_envs:
-            raise ValueError(f"viewer: worlds must be in [1, {env.num_envs}] (the env's num_envs), got {worlds}")
+            raise ValueError(f"viewer: {field}worlds must be in [1, {env.num_envs}] (the env's worlds), got {worlds}")
         if not rate_hz > 0:
             raise ValueError(f"viewer: rate_hz must be > 0, got {rate_hz}")
         self.num_envs, self.worlds = env.num_envs, worlds

@@ -75,11 +75,9 @@ class LiveViewer:
     ) -> None:
         if mode not in ("play", "train"):
             raise ValueError(f"viewer: mode must be 'play' or 'train', got {mode!r}")
-        if not 1 <= worlds <= env.num_envs:
-            raise ValueError(f"viewer: {field}worlds must be in [1, {env.num_envs}] (the env's worlds), got {worlds}")
+        self.feed = StateFeed(env, worlds, rate_hz, field=field)
         check_port_free(port, f"{field}port")
         self.env, self.mode = env, mode
-        self.feed = StateFeed(env, worlds, rate_hz)
         self.period = 1.0 / rate_hz
         with _quiet():
             self.server = viser.ViserServer(host=HOST, port=port, verbose=False)
