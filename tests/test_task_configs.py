@@ -1,0 +1,39 @@
+"""Task configs resolve to what they resolved to before robots were split from tasks (issue 31).
+
+``tests/data/task_configs/<task>.yaml`` holds each task's resolved config as the env saw it at
+commit 36caf7a, when every G1 task still wrote the G1's names itself. The G1 tasks are now a
+robot-agnostic base task plus ``configs/robot/g1.yaml``; they must resolve to the same config,
+key for key and in the same order (the order of terms is the order of the observation layout).
+The only key they gain is ``robot``, the robot config itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from unilab_gpu.envs.make_env import load_task_cfg
+
+SNAPSHOTS = Path(__file__).parent / "data" / "task_configs"
+
+
+def _ordered(value):
+    """``value`` with every mapping as a list of (key, value) pairs, so equality checks key order."""
+    if isinstance(value, dict):
+        return [(key, _ordered(item)) for key, item in value.items()]
+    if isinstance(value, (list, tuple)):
+        return [_ordered(item) for item in value]
+    return value
+
+
+@pytest.mark.parametrize("task", sorted(p.stem for p in SNAPSHOTS.glob("*.yaml")))
+def test_resolved_config_equals_the_pre_split_snapshot(task: str) -> None:
+    expected = yaml.safe_load((SNAPSHOTS / f"{task}.yaml").read_text())
+    resolved = dataclasses.asdict(load_task_cfg(task))
+    resolved.pop("robot", None)
+    assert list(resolved) == list(expected)
+    for key in expected:
+        assert _ordered(resolved[key]) == _ordered(expected[key]), f"task '{task}': '{key}' differs from the snapshot"
