@@ -18,16 +18,21 @@ The recipe follows Warp's own torch-interop capture test (``warp/tests/interop/t
    (``CUDAGraph::capture_end`` destroys it after instantiation); it is cleared so that the Warp
    object's destructor never destroys it a second time.
 
-**One capture id.** torch routes the allocations of a capture to the graph's private pool, and
-(torch >= 2.13) keeps the generator's per-capture RNG state, by the CUDA capture id it read at
-``capture_begin``. Anything that ends and resumes the capture in between (Warp's
-``wp.capture_while``/``capture_if`` do, through ``cudaStreamEndCapture`` and
-``cudaStreamBeginCaptureToGraph``) gives the stream a new id that torch does not know: later
-allocations escape the pool and, on torch 2.13, later random draws fail (2.11's one capture state
-per generator does not look at the id). So the id read right after
-``capture_begin`` must equal the one read just before ``capture_end``; :class:`CudaGraph` checks it
-and raises :class:`CaptureIdChangedError` otherwise. The simulator keeps MJWarp off that path on
-CUDA (``opt.graph_conditional = False``: a fixed number of solver iterations, no conditional nodes).
+**One capture, never paused.** torch routes the allocations of a capture to the graph's private
+pool, and (torch >= 2.13) keeps the generator's per-capture RNG state, by the CUDA capture id it
+read at ``capture_begin``. Warp's ``wp.capture_while``/``capture_if`` pause the capture
+(``capture_pause``: ``cudaStreamEndCapture``) and resume it (``capture_resume``:
+``cudaStreamBeginCaptureToGraph``). Whether the resumed capture has a new id is the driver's
+business: Warp's comments call ids stable across pause/resume, CUDA's documentation of a new
+capture sequence says otherwise. A new id sends later allocations out of the pool and breaks
+later random draws on torch 2.13; the same id still leaves torch's capture with work it never
+saw begin and end. So :class:`CudaGraph` refuses any capture that was paused, whatever the
+driver did with the id: Warp's ``capture_pause`` stores the paused ``cudaGraph_t`` in the
+``wp.Graph`` registered for the stream (``graph.graph``, ``None`` from ``capture_begin`` until
+``capture_end``), and the id read right after ``capture_begin`` must equal the one read just
+before ``capture_end``. Either sign raises :class:`CapturePausedError`, which names both ids. The
+simulator keeps MJWarp off that path on CUDA (``opt.graph_conditional = False``: a fixed number
+of solver iterations, no conditional nodes).
 
 **Failure.** The caller's current stream is restored whatever happens. If ``fn`` fails inside
 the capture but torch's ``capture_end`` succeeds, torch's allocator and generator have left
@@ -61,8 +66,9 @@ class CaptureUnsupportedError(RuntimeError):
     """This device or driver cannot capture the step as one CUDA graph."""
 
 
-class CaptureIdChangedError(RuntimeError):
-    """The stream's capture id changed during capture; the graph was discarded (see the module docstring)."""
+class CapturePausedError(RuntimeError):
+    """Something paused and resumed the capture (the id may or may not have changed); the graph
+    was discarded (see the module docstring)."""
 
 
 class CaptureAbortedError(SystemExit):
@@ -95,6 +101,22 @@ def stream_capture_id(stream: wp.Stream) -> int:
     return int(warp_context.runtime.core.wp_cuda_stream_get_capture_id(stream.cuda_stream))
 
 
+def capture_registered_for(stream: wp.Stream) -> wp.Graph | None:
+    """The ``wp.Graph`` Warp registered for ``stream``'s active capture (``capture_begin``), if any."""
+    return stream.device.captures.get(stream)
+
+
+def capture_was_paused(stream: wp.Stream, registered: wp.Graph | None) -> bool:
+    """Whether Warp paused the capture it registered as ``registered`` on ``stream`` since then.
+
+    ``capture_pause`` stores the paused ``cudaGraph_t`` in the registered graph (``graph.graph``)
+    and ``capture_resume`` re-registers that same object under the resumed id; before
+    ``capture_end`` an unpaused capture's graph has no handle. A capture that is no longer
+    registered under that object was ended or replaced: paused too, as far as torch is concerned.
+    """
+    return registered is None or capture_registered_for(stream) is not registered or registered.graph is not None
+
+
 class CudaGraph:
     """``fn`` captured once as a CUDA graph on ``device``, replayed by ``replay()``.
 
@@ -109,7 +131,7 @@ class CudaGraph:
 
         Raises:
           CaptureUnsupportedError: the device or driver cannot capture; the message says why.
-          CaptureIdChangedError: something ended and resumed the capture inside ``fn``.
+          CapturePausedError: something paused and resumed the capture inside ``fn``.
           CaptureAbortedError: torch's ``capture_end`` failed (a ``SystemExit``: not recoverable).
         """
         reason = capture_unsupported_reason(device)
@@ -133,6 +155,8 @@ class CudaGraph:
             """Warp's record of the capture (the modules it used): kept alive with the graph."""
             self.capture_ids: tuple[int, int] = (0, 0)
             """The stream's capture id right after ``capture_begin`` and just before ``capture_end``."""
+            self.paused = False
+            """Whether Warp paused the capture inside ``fn`` (``capture_pause`` left its graph handle)."""
             gc_was_enabled = gc.isenabled()
             gc.disable()  # a collection during capture could free a tensor the graph records
             try:
@@ -143,11 +167,12 @@ class CudaGraph:
                 if gc_was_enabled:
                     gc.enable()
         begin, end = self.capture_ids
-        if begin != end:
-            raise CaptureIdChangedError(
-                f"the CUDA capture id changed during capture ({begin} -> {end}): something ended and resumed the "
-                "capture (e.g. Warp's capture_while, MJWarp's solver loop with opt.graph_conditional=True); torch "
-                "routes the graph's allocations and RNG state by the first id, so the graph was discarded"
+        if self.paused or begin != end:
+            raise CapturePausedError(
+                f"the CUDA capture was paused and resumed inside the captured step (capture id {begin} after "
+                f"capture_begin, {end} before capture_end; Warp's pause flag {self.paused}): e.g. Warp's "
+                "capture_while, MJWarp's solver loop with opt.graph_conditional=True; torch's graph pool and RNG "
+                "state follow one uninterrupted capture, so the graph was discarded"
             )
 
     def _capture(self, fn: Callable[[], None], wp_stream: wp.Stream) -> None:
@@ -158,9 +183,11 @@ class CudaGraph:
             wp.capture_begin(
                 stream=wp_stream, external=True, capture_mode=wp.CaptureMode.GLOBAL, force_module_load=False
             )
+            registered = capture_registered_for(wp_stream)
             try:
                 fn()
                 self.capture_ids = (begin, stream_capture_id(wp_stream))
+                self.paused = capture_was_paused(wp_stream, registered)
             finally:
                 self.warp_graph = wp.capture_end(stream=wp_stream)
                 self.warp_graph.graph = None  # torch's cudaGraph_t: torch destroys it, Warp must not
