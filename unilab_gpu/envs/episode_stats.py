@@ -31,6 +31,7 @@ class EpisodeStats:
         self.terminated = zeros()
         self.truncated = zeros()
         self.termination_term_counts = zeros(0)
+        """Per termination term, the ended episodes it ended."""
         self.non_finite_states = zeros()
         """Worlds whose state turned non-finite (each was terminated and reset)."""
         self.diverged_states = zeros()
@@ -39,12 +40,13 @@ class EpisodeStats:
         """Row-steps whose action had a non-finite entry (replaced by 0)."""
         self.deferred_resets = zeros()
         """Row-steps a reset waited because more rows ended than ``reset_capacity``."""
-        self.extras: dict[str, torch.Tensor] = {}
-        """Scalar device tensors that terms publish for logging (``register``), read by ``summary``."""
         self.steps = zeros()
         """Steps accumulated since the last ``clear()`` (the denominator of ``step_sums``)."""
         self.step_sums: dict[str, torch.Tensor] = {}
         """Per-step quantities that terms add into every step (``add_step_mean``); reported per step."""
+        self.extras: dict[str, torch.Tensor] = {}
+        """Scalar device tensors that terms publish for logging (``register``), read by ``summary``;
+        they belong to their terms and are not accumulators."""
 
     def set_terms(self, reward_terms: list[str], termination_terms: list[str]) -> None:
         """Size the per-term accumulators (cold path, once the managers exist)."""
@@ -100,41 +102,62 @@ class EpisodeStats:
         self.deferred_resets.add_(pending.to(torch.float32).sum())
 
     def accumulators(self) -> list[torch.Tensor]:
-        """The tensors summed since the last ``clear()``, in a fixed order (published extras
-        belong to their terms and are not among them): summing each over the ranks of a
-        data-parallel run gives the fleet's statistics."""
-        return [v for v in [*vars(self).values(), *self.step_sums.values()] if isinstance(v, torch.Tensor)]
+        """The tensors summed since the last ``clear()``, in a fixed order: summing each over the
+        ranks of a data-parallel run gives the fleet's statistics. Published extras belong to
+        their terms and are not among them."""
+        return [
+            self.episodes,
+            self.return_sum,
+            self.length_sum,
+            self.reward_term_sums,
+            self.terminated,
+            self.truncated,
+            self.termination_term_counts,
+            self.non_finite_states,
+            self.diverged_states,
+            self.non_finite_actions,
+            self.deferred_resets,
+            self.steps,
+            *self.step_sums.values(),
+        ]
 
     def clear(self) -> None:
         """Zero the accumulators (published extras belong to their terms and are kept)."""
         for value in self.accumulators():
             value.zero_()
 
-    def summary(self) -> dict[str, float]:
-        """Means per ended episode (one host sync). Keys: ``episode/return``, ``episode/length``,
-        ``reward/<term>``, ``termination/<term>`` (fraction of episodes), and counts: ``episode/count``,
-        ``episode/non_finite_states`` and ``episode/diverged_states`` (rows terminated for a NaN or an
-        implausible state), ``env/non_finite_actions`` (row-steps), ``env/deferred_resets`` (row-steps);
-        then the terms' extras and their step means (``add_step_mean``)."""
-        count = max(float(self.episodes), 1.0)
+    def means(self, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+        """Every key of :meth:`summary` as a 0-d device tensor of ``dtype``, without a host sync.
+        With no ended episode the per-episode means read 0 (and ``episode/count`` 0)."""
+        count = self.episodes.to(dtype).clamp(min=1.0)
+        steps = self.steps.to(dtype).clamp(min=1.0)
         out = {
-            "episode/count": float(self.episodes),
-            "episode/return": float(self.return_sum) / count,
-            "episode/length": float(self.length_sum) / count,
-            "episode/terminated_rate": float(self.terminated) / count,
-            "episode/time_out_rate": float(self.truncated) / count,
-            "episode/non_finite_states": float(self.non_finite_states),
-            "episode/diverged_states": float(self.diverged_states),
-            "env/non_finite_actions": float(self.non_finite_actions),
-            "env/deferred_resets": float(self.deferred_resets),
+            "episode/count": self.episodes.to(dtype),
+            "episode/return": self.return_sum.to(dtype) / count,
+            "episode/length": self.length_sum.to(dtype) / count,
+            "episode/terminated_rate": self.terminated.to(dtype) / count,
+            "episode/time_out_rate": self.truncated.to(dtype) / count,
+            "episode/non_finite_states": self.non_finite_states.to(dtype),
+            "episode/diverged_states": self.diverged_states.to(dtype),
+            "env/non_finite_actions": self.non_finite_actions.to(dtype),
+            "env/deferred_resets": self.deferred_resets.to(dtype),
         }
-        for name, value in zip(self.reward_terms, self.reward_term_sums.tolist(), strict=True):
-            out[f"reward/{name}"] = value / count
-        for name, value in zip(self.termination_terms, self.termination_term_counts.tolist(), strict=True):
-            out[f"termination/{name}"] = value / count
-        for name, value in self.extras.items():
-            out[name] = float(value)
-        steps = max(float(self.steps), 1.0)
-        for name, value in self.step_sums.items():
-            out[name] = float(value) / steps
+        reward = self.reward_term_sums.to(dtype) / count
+        out.update({f"reward/{name}": reward[i] for i, name in enumerate(self.reward_terms)})
+        ends = self.termination_term_counts.to(dtype) / count
+        out.update({f"termination/{name}": ends[i] for i, name in enumerate(self.termination_terms)})
+        out.update({name: value.to(dtype) for name, value in self.extras.items()})
+        out.update({name: value.to(dtype) / steps for name, value in self.step_sums.items()})
         return out
+
+    def summary(self) -> dict[str, float]:
+        """:meth:`means` as Python floats, read with one device-to-host copy. Keys:
+        ``episode/return``, ``episode/length``, ``reward/<term>``, ``termination/<term>`` (fraction
+        of episodes), ``episode/terminated_rate``, ``episode/time_out_rate``, and counts:
+        ``episode/count``, ``episode/non_finite_states`` and ``episode/diverged_states`` (rows
+        terminated for a NaN or an implausible state), ``env/non_finite_actions`` (row-steps),
+        ``env/deferred_resets`` (row-steps); then the terms' extras and their step means
+        (``add_step_mean``). Computed in float64, as Python would from the float32 totals."""
+        means = self.means(torch.float64)
+        values = torch.stack(list(means.values())).to("cpu", copy=True).tolist()
+        return dict(zip(means, values, strict=True))
