@@ -34,10 +34,12 @@ __all__ = ["ManagerBasedRlEnv", "StepResult", "__version__", "list_tasks", "load
 
 
 def list_tasks() -> list[str]:
-    """Names accepted by :func:`make_env`: the files of ``configs/task/`` (no heavy import)."""
-    from unilab_gpu.paths import CONFIGS_DIR
+    """Names accepted by :func:`make_env`: the files of ``configs/task/`` and of the ``configs/task/``
+    of the ``UNILAB_PATH`` folders (no heavy import). Task bases (``configs/task/base/``) are not
+    tasks: they need a robot."""
+    from unilab_gpu.paths import config_roots
 
-    return sorted(p.stem for p in (CONFIGS_DIR / "task").glob("*.yaml"))
+    return sorted({p.stem for root in config_roots() for p in (root / "task").glob("*.yaml")})
 
 
 def __getattr__(name: str) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -23,10 +24,39 @@ ASSETS_DIR = _data_dir("assets")
 CONFIGS_DIR = _data_dir("configs")
 
 
+USER_PATH_ENV = "UNILAB_PATH"
+"""Environment variable: folders (separated by ``os.pathsep``) laid out like this repository, whose
+``configs/task/``, ``configs/robot/`` and ``assets/robots/`` add tasks, robot configs and robot
+MJCF folders to the project's own (docs/robots.md, "Adding a robot")."""
+
+
+def user_folders() -> list[Path]:
+    """The folders of ``UNILAB_PATH``, in order.
+
+    Raises:
+      FileNotFoundError: an entry that is not a folder, naming it and the variable.
+    """
+    folders = []
+    for entry in filter(None, os.environ.get(USER_PATH_ENV, "").split(os.pathsep)):
+        folder = Path(entry).expanduser().resolve()
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{USER_PATH_ENV}: '{entry}' is not a folder")
+        folders.append(folder)
+    return folders
+
+
+def config_roots() -> list[Path]:
+    """Folders holding ``task/`` and ``robot/`` config folders: the project's ``configs/`` first."""
+    return [CONFIGS_DIR, *(folder / "configs" for folder in user_folders())]
+
+
 def robot_asset(robot: str, file: str = "scene.xml") -> Path:
-    """Path of a robot's MJCF file, e.g. ``robot_asset("g1")`` -> ``assets/robots/g1/scene.xml``."""
-    path = ASSETS_DIR / "robots" / robot / file
-    if not path.is_file():
-        available = sorted(p.name for p in (ASSETS_DIR / "robots").iterdir() if p.is_dir())
-        raise FileNotFoundError(f"robot asset '{robot}/{file}' not found at {path}; robots: {available}")
-    return path
+    """Path of a robot's MJCF file, e.g. ``robot_asset("g1")`` -> ``assets/robots/g1/scene.xml``;
+    the project's robots first, then those of the ``UNILAB_PATH`` folders."""
+    robot_dirs = [ASSETS_DIR / "robots", *(folder / "assets" / "robots" for folder in user_folders())]
+    for robots in robot_dirs:
+        path = robots / robot / file
+        if path.is_file():
+            return path
+    available = sorted({p.name for robots in robot_dirs if robots.is_dir() for p in robots.iterdir() if p.is_dir()})
+    raise FileNotFoundError(f"robot asset '{robot}/{file}' not found at {robot_dirs[0] / robot / file}; robots: {available}")

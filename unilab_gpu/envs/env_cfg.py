@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from unilab_gpu.managers.event_manager import EVENT_MODES
 from unilab_gpu.managers.term_cfg import (
     ActionCfg,
     CommandTermCfg,
@@ -22,7 +23,9 @@ from unilab_gpu.managers.term_cfg import (
     ObservationGroupCfg,
     ObservationTermCfg,
     RewardTermCfg,
+    TermCfg,
     TerminationTermCfg,
+    canonical_func,
 )
 
 
@@ -39,6 +42,68 @@ class SimCfg:
 
 
 @dataclass
+class ImuCfg:
+    """The sensors of the robot's IMU site (observations read their ``sensordata`` columns)."""
+
+    gyro: str = "???"
+    """Name of the ``<gyro>`` sensor: base angular velocity in the IMU frame."""
+    velocimeter: str = "???"
+    """Name of the ``<velocimeter>`` sensor: base linear velocity in the IMU frame."""
+
+
+@dataclass
+class FeetCfg:
+    """The feet, for gait, contact and friction terms. A task that reads them fails, naming the
+    key, on a robot config that leaves them out."""
+
+    sites: list[str] = MISSING
+    """One site per foot, at the sole (gait terms read their heights), in gait order."""
+    bodies: list[str] = MISSING
+    """The foot bodies (foot orientation, contacts)."""
+    geoms: list[str] = MISSING
+    """The geoms the feet stand on, names or regexes (friction randomization)."""
+    swing_height: float = MISSING
+    """Peak foot height of the gait reward's swing (m)."""
+
+
+@dataclass
+class TrackingBodiesCfg:
+    """The bodies motion tracking reads (``configs/task/base/tracking.yaml``)."""
+
+    bodies: list[str] = MISSING
+    """The tracked bodies, compared with the reference clip's."""
+    end_effectors: list[str] = MISSING
+    """Bodies whose height error past a threshold ends the episode."""
+    allowed_contacts: str = MISSING
+    """Regex of the bodies allowed to touch the ground (every other one is penalized)."""
+
+
+@dataclass
+class RobotCfg:
+    """What tasks read about a robot: ``configs/robot/<name>.yaml`` (docs/robots.md, "Adding a
+    robot"). Task configs refer to it as ``${robot.<key>}``; a task picks its robot with the
+    defaults entry ``override /robot@robot: <name>``, which replaces the whole section (no key of
+    another robot survives)."""
+
+    model: str = "???"
+    """The MJCF: a robot folder name (its ``scene.xml``) under ``assets/robots`` or a user folder
+    (``UNILAB_PATH``), or a path to an MJCF file."""
+    keyframe: str = "stand"
+    """The standing keyframe (pose and holding torques): reset state and default joint positions."""
+    torso_body: str = "???"
+    """The body kept upright (orientation reward, tilt termination, tracking anchor)."""
+    imu: ImuCfg = field(default_factory=ImuCfg)
+    base_height: float = MISSING
+    """Height of the root body standing on the keyframe (m)."""
+    fall_height: float = MISSING
+    """Root body below this height: the robot fell (m)."""
+    pose_weights: dict[str, float] = field(default_factory=dict)
+    """Joint-name regex -> weight of its deviation from the keyframe pose (pose reward)."""
+    feet: FeetCfg | None = None
+    tracking: TrackingBodiesCfg | None = None
+
+
+@dataclass
 class DivergenceCfg:
     """The physically plausible envelope of a row's state. A row outside it is treated like one
     whose state turned NaN: terminated, its reward zeroed, reset, and counted in the stats; a
@@ -52,6 +117,9 @@ class DivergenceCfg:
 
 @dataclass
 class EnvCfg:
+    robot: RobotCfg | None = None
+    """The robot config the task reads (``configs/robot/<name>.yaml``); None for a task that
+    names its model itself (the pendulum)."""
     sim: SimCfg = field(default_factory=SimCfg)
     num_envs: int = 64
     decimation: int = 4
@@ -115,11 +183,14 @@ def _typed(cls: type, value: Any, where: str) -> Any:
     if not isinstance(value, dict):
         raise ValueError(f"{where}: expected a mapping for {cls.__name__}, got {value!r}")
     try:
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), value))
+        typed = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), value))
     except OmegaConfBaseException as error:
         key = f"{where}.{error.full_key}" if getattr(error, "full_key", "") else where
         message = " ".join(str(error).split("\n")[0].split())
         raise ValueError(f"bad config at '{key}': {message}") from None
+    if isinstance(typed, TermCfg):
+        typed.func = canonical_func(typed.func)  # one spelling from here on (export, sim-to-sim)
+    return typed
 
 
 def check_env_cfg(cfg: EnvCfg, num_envs: int) -> None:
@@ -185,14 +256,14 @@ def check_env_cfg(cfg: EnvCfg, num_envs: int) -> None:
                 _check_noise(f"{where}.noise", term.noise)
             _check_params(f"{where}.params", term.params)
     for name, event in cfg.events.items():
-        if event is not None and event.interval_range_s is not None:
-            _check_range(f"events.{name}.interval_range_s", event.interval_range_s, strict=False)
-            _require(
-                event.interval_range_s[0] > 0,
-                f"events.{name}.interval_range_s",
-                "[low, high] with low > 0",
-                event.interval_range_s,
-            )
+        if event is None:
+            continue
+        where = f"events.{name}"
+        _require(event.mode in EVENT_MODES, f"{where}.mode", f"one of {', '.join(EVENT_MODES)}", event.mode)
+        if event.mode == "interval" or event.interval_range_s is not None:
+            _check_range(f"{where}.interval_range_s", event.interval_range_s, strict=False)
+            low = event.interval_range_s[0]
+            _require(low > 0, f"{where}.interval_range_s", "[low, high] with low > 0", event.interval_range_s)
 
 
 def _check_noise(where: str, noise: NoiseCfg) -> None:

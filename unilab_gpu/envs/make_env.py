@@ -16,7 +16,7 @@ from omegaconf.errors import OmegaConfBaseException
 from unilab_gpu import list_tasks
 from unilab_gpu.envs.env_cfg import EnvCfg, typed_terms
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
-from unilab_gpu.paths import CONFIGS_DIR
+from unilab_gpu.paths import CONFIGS_DIR, config_roots
 
 SCHEMA_NAME = "env_cfg_schema"
 """Task YAMLs list this first in their ``defaults`` so Hydra checks keys and types against ``EnvCfg``."""
@@ -66,7 +66,15 @@ def load_task_cfg(task: str, overrides: Sequence[str] = ()) -> EnvCfg:
 def _compose(task: str, overrides: Sequence[str]) -> DictConfig:
     # Without changing the working directory or creating an output folder.
     with initialize_config_dir(config_dir=str(CONFIGS_DIR / "task"), version_base=None):
-        return compose(config_name=task, overrides=list(overrides))
+        return compose(config_name=task, overrides=[*overrides, f"hydra.searchpath=[{_search_path()}]"])
+
+
+def _search_path() -> str:
+    """Where Hydra looks besides ``configs/task/`` (the tasks): every config root for the ``robot``
+    group (``<root>/robot/``), and the ``task/`` folder of each ``UNILAB_PATH`` folder for tasks."""
+    project, *users = config_roots()
+    folders = [project, *(folder for root in users for folder in (root / "task", root))]
+    return ",".join(f"'file://{folder}'" for folder in folders)  # quoted: a path may hold commas
 
 
 def _override_hint(task: str, overrides: Sequence[str], key: str | None, message: str) -> str:
