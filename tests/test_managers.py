@@ -294,3 +294,30 @@ def test_bounds_are_checked_by_name():
         make_env("g1_tracking", num_envs=2, compile=False, overrides=["actions.bounds=tanh"])
     with pytest.raises(ValueError, match="applies to kind 'joint_position' only"):
         make_env("pendulum", num_envs=2, compile=False, overrides=["+actions.bounds=joint_limits"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("+observations.policy.terms.velocity.history=0", "'observations.policy.terms.velocity.history' must be >= 1"),
+        (
+            "+observations.policy.terms.velocity.noise={kind: laplace}",
+            "'observations.policy.terms.velocity.noise.kind' must be uniform or gaussian, got 'laplace'",
+        ),
+        ("events.random_start.mode=sometimes", "'events.random_start.mode' must be one of startup, reset, interval"),
+        (
+            "events.random_start.mode=interval",
+            "'events.random_start.interval_range_s' must be [low, high] of finite numbers with low <= high, got None",
+        ),
+        (
+            "+events.random_start.interval_range_s=[0.0,1.0]",
+            "'events.random_start.interval_range_s' must be [low, high] with low > 0, got [0.0, 1.0]",
+        ),
+    ],
+)
+def test_term_settings_are_checked_once_with_the_config(override: str, message: str) -> None:
+    """History, noise kinds and event modes and intervals are checked by ``check_env_cfg``, before
+    any manager is built, in the one message format of config errors."""
+    with pytest.raises(ValueError) as error:
+        _pendulum([override], announce=False)
+    assert str(error.value).startswith(f"env config: {message}") and "\n" not in str(error.value)
