@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+
 import mujoco
 import mujoco_warp as mjw
 import numpy as np
 import pytest
 import torch
+import warp as wp
 
 from unilab_gpu.sim.simulator import SimulationOverflowError, Simulator
 
@@ -240,3 +243,66 @@ def test_batched_model_field_is_per_world() -> None:
     worlds = d.contact.worldid.numpy()[:count]
     sliding = d.contact.friction.numpy()[:count, 0]
     assert np.allclose(sliding[worlds == 1], 0.3) and np.allclose(sliding[worlds == 0], 0.8)
+
+
+def _add_subtree_com_sensor(spec: mujoco.MjSpec) -> None:
+    spec.add_sensor(
+        name="pelvis_subtree_com",
+        type=mujoco.mjtSensor.mjSENS_SUBTREECOM,
+        objtype=mujoco.mjtObj.mjOBJ_BODY,
+        objname="pelvis",
+    )
+
+
+def test_refreshed_rows_read_their_own_worlds_model_rows() -> None:
+    """refresh(env_ids) under per-world masses: each refreshed world's mass-dependent sensor (the
+    whole robot's centre of mass) equals MuJoCo C with that world's masses, not with the masses of
+    the scratch row it was computed in (world 4 in scratch row 0 would read world 0's masses)."""
+    num_envs = 6
+    fields = ["body_mass", "body_subtreemass"]
+    sim = Simulator.from_file(
+        "g1", num_envs, keyframe="stand", refresh_capacity=3, batched_model_fields=fields, edit=_add_subtree_com_sensor
+    )
+    model = sim.mj_model
+    references = []
+    for world in range(num_envs):  # world w: every link 10 % * w heavier, the torso 60 % * w
+        row_model = copy.deepcopy(model)
+        row_model.body_mass[1:] *= 1.0 + 0.1 * world
+        row_model.body_mass[sim.body_ids("torso_link")] *= 1.0 + 0.6 * world
+        mujoco.mj_setConst(row_model, mujoco.MjData(row_model))  # recomputes body_subtreemass
+        sim.model_fields["body_mass"][world] = torch.from_numpy(row_model.body_mass.astype(np.float32))
+        sim.model_fields["body_subtreemass"][world] = torch.from_numpy(row_model.body_subtreemass.astype(np.float32))
+        references.append(row_model)
+    qpos, qvel = _perturbed_states(model, num_envs, seed=7)
+    _reset_all(sim, qpos, qvel)
+    com = sim.sensor_slice("pelvis_subtree_com")
+    full = sim.state.sensordata[:, com].clone()
+    for world in range(num_envs):  # the full-width refresh reads every world's own row already
+        expected = _reference(references[world], qpos[world], qvel[world], np.zeros(model.nu)).sensordata[com]
+        np.testing.assert_allclose(full[world].numpy(), expected, atol=1e-5)
+    assert (full[5] - full[0]).abs().max() > 1e-3  # the masses really move the centre of mass
+
+    new_qpos, new_qvel = _perturbed_states(model, 2, seed=8)
+    ids = torch.tensor([4, 2, num_envs], dtype=torch.int64)  # capacity 3, one padding slot
+    padded_qpos, padded_qvel = np.vstack([new_qpos, new_qpos[:1]]), np.vstack([new_qvel, new_qvel[:1]])
+    sim.write_rows(ids, torch.from_numpy(padded_qpos), torch.from_numpy(padded_qvel))
+    sim.refresh(ids)
+    for row, world in enumerate((4, 2)):
+        expected = _reference(references[world], new_qpos[row], new_qvel[row], np.zeros(model.nu)).sensordata[com]
+        np.testing.assert_allclose(sim.state.sensordata[world, com].numpy(), expected, atol=1e-5)
+    for world in (0, 1, 3, 5):
+        assert torch.equal(sim.state.sensordata[world, com], full[world])
+
+
+def test_overflow_flags_are_read_on_torchs_current_stream(monkeypatch) -> None:
+    """The flags come from the torch view of MJWarp's array (torch's stream, the steps' stream),
+    never from Warp's ``array.numpy()`` (the legacy default stream, unordered with torch's
+    non-blocking streams on CUDA)."""
+    sim = Simulator.from_file("g1", 2, keyframe="stand", njmax=4)
+    sim.step(1)
+
+    def unordered_read(self):
+        raise AssertionError("overflow flags read through Warp's array.numpy()")
+
+    monkeypatch.setattr(wp.array, "numpy", unordered_read)
+    assert np.all(sim.overflow_flags() & mjw.OverflowType.NEFC)

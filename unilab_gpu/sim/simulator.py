@@ -11,6 +11,7 @@ import mujoco_warp as mjw
 import numpy as np
 import torch
 import warp as wp
+from mujoco_warp._src.warp_util import mark_batched
 
 from unilab_gpu.paths import robot_asset
 from unilab_gpu.sim import kernels
@@ -95,7 +96,8 @@ class Simulator:
           keyframe: name of the keyframe every world starts from (default: the model's qpos0).
           cpu_graph: on CPU, replay substeps from a Warp CPU graph instead of launching eagerly.
           refresh_capacity: number of rows ``refresh(env_ids)`` handles at once (0: only
-            full-width refreshes); a scratch batch of this many worlds is allocated now.
+            full-width refreshes); a scratch batch of this many worlds is allocated now, with its
+            own rows of the per-world model fields (gathered from the listed worlds' rows).
           batched_model_fields: MJWarp model fields to give one copy per world (e.g.
             ``geom_friction`` for domain randomization), exposed in ``model_fields``.
           deterministic: MJWarp's deterministic mode (``opt.deterministic = ALL``: sorted contacts
@@ -141,7 +143,11 @@ class Simulator:
             self._body_lin_vel = wp.zeros((num_envs, mj_model.nbody), dtype=wp.vec3)
             self._body_ang_vel = wp.zeros((num_envs, mj_model.nbody), dtype=wp.vec3)
             self._body_contact = wp.zeros((num_envs, mj_model.nbody), dtype=float)
-            self._scratch = _ScratchBatch(mj_model, refresh_capacity) if refresh_capacity else None
+            self._scratch = (
+                _ScratchBatch(mj_model, self.model, refresh_capacity, batched_model_fields)
+                if refresh_capacity
+                else None
+            )
 
         self.state = SimState(
             qpos=wp.to_torch(self.data.qpos),
@@ -253,11 +259,10 @@ class Simulator:
         if scratch is None:
             raise RuntimeError("refresh(env_ids) needs refresh_capacity > 0 at construction")
         ids = self._check_ids(env_ids, scratch.capacity)
+        scratch.gather_model_rows(ids, self.model_fields)  # torch ops: outside the recorded Warp CPU graph
         self._run(
             ("refresh_rows", ids.data_ptr()),
-            lambda: scratch.refresh_into(
-                self.model, self.data, ids, self.num_envs, self._body_lin_vel, self._body_ang_vel
-            ),
+            lambda: scratch.refresh_into(self.data, ids, self.num_envs, self._body_lin_vel, self._body_ang_vel),
         )
 
     def write_rows(self, env_ids: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
@@ -305,8 +310,13 @@ class Simulator:
     # Diagnostics (each call synchronizes once; never call per step).
 
     def overflow_flags(self) -> np.ndarray:
-        """Per-world MJWarp overflow bitmask (``mujoco_warp.OverflowType``), ``(num_envs,)``."""
-        return self.data.overflow.numpy().copy()
+        """Per-world MJWarp overflow bitmask (``mujoco_warp.OverflowType``), ``(num_envs,)``.
+
+        Read on torch's current stream, the one the steps ran on: Warp's ``array.numpy()`` copies
+        on the device's legacy default stream, which torch's non-blocking streams do not wait for,
+        so it could read the flags before the last step wrote them.
+        """
+        return wp.to_torch(self.data.overflow).cpu().numpy().copy()
 
     def check(self) -> None:
         """Raise ``SimulationOverflowError`` if any world ran out of contact/constraint capacity."""
@@ -353,18 +363,48 @@ class Simulator:
 
 
 class _ScratchBatch:
-    """A small MJWarp batch used to compute kinematics for a few selected worlds."""
+    """A small MJWarp batch used to compute kinematics for a few selected worlds.
 
-    def __init__(self, mj_model: mujoco.MjModel, capacity: int) -> None:
+    Scratch world ``i`` computes the kinematics of world ``env_ids[i]``, so it must also read that
+    world's model: MJWarp indexes a per-world model field by ``worldid % rows``, and scratch world
+    ``i`` would read row ``i``. The scratch batch therefore has its own model, sharing every array
+    of the simulator's model except the per-world fields, which get ``capacity`` rows refreshed from
+    the listed worlds' rows before each refresh (:meth:`gather_model_rows`).
+    """
+
+    def __init__(
+        self, mj_model: mujoco.MjModel, model: mjw.Model, capacity: int, batched_model_fields: Sequence[str]
+    ) -> None:
         self.capacity = capacity
         # Kinematics only: no contacts or constraints are ever computed here.
         self.data = mjw.make_data(mj_model, nworld=capacity, nconmax=1, njmax=1)
         self.lin_vel = wp.zeros((capacity, mj_model.nbody), dtype=wp.vec3)
         self.ang_vel = wp.zeros((capacity, mj_model.nbody), dtype=wp.vec3)
+        rows = {}
+        for name in batched_model_fields:
+            field = getattr(model, name)
+            rows[name] = wp.zeros((capacity, *field.shape[1:]), dtype=field.dtype)
+        self.model = dataclasses.replace(model, **rows) if rows else model
+        mark_batched(self.model)
+        self.model_rows = {name: wp.to_torch(array) for name, array in rows.items()}
+        """Per-world model field name -> ``(capacity, ...)`` torch view of the scratch model's rows."""
+
+    def gather_model_rows(self, env_ids: torch.Tensor, model_fields: dict[str, torch.Tensor]) -> None:
+        """Copy the per-world model rows of ``env_ids`` into the scratch model (padding ids read row 0).
+
+        Args:
+          env_ids: ``(capacity,)`` int64 world ids; ids outside ``[0, num_envs)`` are padding.
+          model_fields: the simulator's per-world fields, name -> ``(num_envs, ...)``.
+        """
+        if not self.model_rows:
+            return
+        num_envs = next(iter(model_fields.values())).shape[0]
+        rows = torch.where((env_ids >= 0) & (env_ids < num_envs), env_ids, torch.zeros_like(env_ids))
+        for name, out in self.model_rows.items():
+            torch.index_select(model_fields[name], 0, rows, out=out)
 
     def refresh_into(
         self,
-        model: mjw.Model,
         data: mjw.Data,
         env_ids: torch.Tensor,
         num_envs: int,
@@ -380,7 +420,7 @@ class _ScratchBatch:
             inputs=[ids, num_envs, data.qpos, data.qvel],
             outputs=[s.qpos, s.qvel],
         )
-        _kinematics(model, s, self.lin_vel, self.ang_vel)
+        _kinematics(self.model, s, self.lin_vel, self.ang_vel)
         wp.launch(
             kernels.scatter_kinematics,
             dim=self.capacity,
