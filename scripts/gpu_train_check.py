@@ -31,14 +31,14 @@ import time
 from pathlib import Path
 
 from unilab_gpu.cli.train import build_run, compose_train_config, resolve_auto
-from unilab_gpu.envs.make_env import available_tasks
+from unilab_gpu.envs.make_env import list_tasks
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.logger import RecordingLogger
 from unilab_gpu.rl.trainer import PHASES
 
 
 def run_check(args: argparse.Namespace) -> dict:
-    task = args.task or ("g1_tracking" if "g1_tracking" in available_tasks() else "g1_stand")
+    task = args.task or ("g1_tracking" if "g1_tracking" in list_tasks() else "g1_stand")
     overrides = [
         f"task={task}",
         "algo=flashsac",

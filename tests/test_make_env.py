@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from unilab_gpu.envs.make_env import available_tasks, load_task_cfg, make_env
+from unilab_gpu.envs.make_env import list_tasks, load_task_cfg, make_env
 from unilab_gpu.managers.term_cfg import ObservationTermCfg, RewardTermCfg
 
 
 def test_tasks_are_listed() -> None:
-    assert {"pendulum", "g1_stand"} <= set(available_tasks())
+    assert {"pendulum", "g1_stand"} <= set(list_tasks())
     with pytest.raises(ValueError, match="unknown task 'pendulm'; available: .*'pendulum'"):
         load_task_cfg("pendulm")
 

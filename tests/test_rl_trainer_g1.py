@@ -8,10 +8,10 @@ from rl_agent_helpers import tensorboard_events
 
 from unilab_gpu.cli.play import play
 from unilab_gpu.cli.train import main
-from unilab_gpu.envs.make_env import available_tasks
+from unilab_gpu.envs.make_env import list_tasks
 from unilab_gpu.rl.checkpoint import load_checkpoint
 
-TASK = "g1_tracking" if "g1_tracking" in available_tasks() else "g1_stand"
+TASK = "g1_tracking" if "g1_tracking" in list_tasks() else "g1_stand"
 EPISODE_STEPS = 3  # episode_length_s = 0.06 s at 50 Hz: every env times out within the run
 
 

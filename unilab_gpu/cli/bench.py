@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from unilab_gpu.envs.make_env import available_tasks
+from unilab_gpu.envs.make_env import list_tasks
 from unilab_gpu.profiling.env_bench import bench_env
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.distributed import DataParallel, launch_from_env, rank_device
@@ -39,8 +39,8 @@ from unilab_gpu.utils.files import OutputPathError, check_output, write_atomic
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.task not in available_tasks():
-        raise SystemExit(f"--task: unknown task '{args.task}'; available: {available_tasks()}")
+    if args.task not in list_tasks():
+        raise SystemExit(f"--task: unknown task '{args.task}'; available: {list_tasks()}")
     if any(n < 1 for n in args.num_envs):
         raise SystemExit(f"--num-envs: every size must be >= 1, got {args.num_envs}")
     for option, value, low in (("--steps", args.steps, 1), ("--window", args.window, 1), ("--warmup", args.warmup, 0)):

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from unilab_gpu.cli.bench import write_json_atomic
-from unilab_gpu.envs.make_env import available_tasks, make_env
+from unilab_gpu.envs.make_env import list_tasks, make_env
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.distributed import DataParallel, launch_from_env, rank_device
 from unilab_gpu.sim.capture import capture_unsupported_reason
@@ -380,10 +380,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         device = resolve_device(args.device) if launch is None else rank_device(args.device, launch)
     except ValueError as error:
         raise SystemExit(f"--device: {error}") from None
-    tasks = args.tasks if args.tasks else available_tasks()
-    unknown = sorted(set(tasks) - set(available_tasks()))
+    tasks = args.tasks if args.tasks else list_tasks()
+    unknown = sorted(set(tasks) - set(list_tasks()))
     if unknown:
-        raise SystemExit(f"--tasks: unknown {unknown}; available: {available_tasks()}")
+        raise SystemExit(f"--tasks: unknown {unknown}; available: {list_tasks()}")
     if args.num_envs < 1:
         raise SystemExit(f"--num-envs must be >= 1, got {args.num_envs}")
     out = Path(args.out)

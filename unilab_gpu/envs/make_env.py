@@ -22,10 +22,6 @@ SCHEMA_NAME = "env_cfg_schema"
 """Task YAMLs list this first in their ``defaults`` so Hydra checks keys and types against ``EnvCfg``."""
 
 
-available_tasks = list_tasks
-"""Task names (the files of ``configs/task/``); the same function as ``unilab_gpu.list_tasks``."""
-
-
 def load_task_cfg(task: str, overrides: Sequence[str] = ()) -> EnvCfg:
     """Compose ``configs/task/<task>.yaml`` with Hydra overrides and check it against ``EnvCfg``.
 
@@ -35,8 +31,8 @@ def load_task_cfg(task: str, overrides: Sequence[str] = ()) -> EnvCfg:
     Raises:
       ValueError: unknown task, unknown key or wrong type; the message names the key path.
     """
-    if not isinstance(task, str) or task not in available_tasks():
-        raise ValueError(f"unknown task {task!r}; available: {available_tasks()}")
+    if not isinstance(task, str) or task not in list_tasks():
+        raise ValueError(f"unknown task {task!r}; available: {list_tasks()}")
     if (
         not isinstance(overrides, Sequence)
         or isinstance(overrides, str)
