@@ -63,10 +63,10 @@ def test_bad_arguments_name_the_option(tmp_path: Path) -> None:
 
 def test_python_dash_m_entry_point(tmp_path: Path, monkeypatch, capsys) -> None:
     out = tmp_path / "bench.json"
-    argv = ["unilab_gpu.bench", "--task", "pendulum", "--num-envs", "2", "--steps", "2", "--warmup", "1"]
+    argv = ["unilab_gpu.cli.bench", "--task", "pendulum", "--num-envs", "2", "--steps", "2", "--warmup", "1"]
     monkeypatch.setattr(sys, "argv", argv + ["--no-compile", "--out", str(out)])
     with pytest.raises(SystemExit) as exit_info:
-        runpy.run_module("unilab_gpu.bench", run_name="__main__")
+        runpy.run_module("unilab_gpu.cli.bench", run_name="__main__")
     assert exit_info.value.code == 0
     assert "env-steps/s" in capsys.readouterr().out
     assert json.loads(out.read_text())["results"][0]["num_envs"] == 2

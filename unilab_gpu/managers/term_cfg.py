@@ -28,6 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def canonical_func(path: Any) -> Any:
+    """A term's ``func`` in its one canonical spelling, ``"package.module.attr"``.
+
+    The YAML may also write ``"package.module:attr"``, which names the same callable; configs are
+    canonicalised once when they are typed (``envs.env_cfg.typed_terms``), so exports record, and
+    deployment runtimes compare, one spelling. Anything other than a string is returned as it is,
+    for the resolver to refuse with its key path."""
+    return path.replace(":", ".") if isinstance(path, str) else path
+
+
 @dataclass
 class TermCfg:
     func: str = "???"
