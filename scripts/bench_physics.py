@@ -3,7 +3,8 @@
 Writes one JSON with machine info and, per number of worlds, the median / p10 / p90 wall time of
 one env step (``--substeps`` physics steps) and env-steps/s. On CUDA the step is captured as one
 CUDA graph and timed with CUDA events; on CPU substeps replay from a Warp CPU graph and are timed
-with perf_counter.
+with perf_counter. ``--out`` is checked before any work (an existing file needs ``--force``) and
+written atomically.
 
 Usage:
   python scripts/bench_physics.py --device cpu --num-envs 16 64 256 --out docs/benchmarks/physics_cpu.json
@@ -12,7 +13,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,7 @@ from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.profiling.physics_timer import PhysicsTimer
 from unilab_gpu.sim.capture import capture_unsupported_reason
 from unilab_gpu.sim.simulator import Simulator
+from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_json_atomic
 
 
 def time_steps(sim: Simulator, substeps: int, steps: int) -> np.ndarray:
@@ -29,14 +30,22 @@ def time_steps(sim: Simulator, substeps: int, steps: int) -> np.ndarray:
     return PhysicsTimer(sim, substeps, capture).time(steps)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--num-envs", type=int, nargs="+", default=[16, 64, 256])
     parser.add_argument("--substeps", type=int, default=4, help="physics steps per env step (decimation)")
     parser.add_argument("--steps", type=int, default=30, help="timed env steps per size")
     parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+    parser.add_argument("--force", action="store_true", help="replace an existing --out file")
+    args = parser.parse_args(argv)
+    for option, value in (("--num-envs", min(args.num_envs)), ("--substeps", args.substeps), ("--steps", args.steps)):
+        if value < 1:
+            raise SystemExit(f"bench_physics: error: {option} must be >= 1, got {value}")
+    try:  # found out now, not after minutes of measuring
+        check_output(args.out, "--out", force=args.force, example="physics.json")
+    except OutputPathError as error:
+        raise SystemExit(f"bench_physics: error: {error}") from None
 
     results = []
     for num_envs in args.num_envs:
@@ -63,10 +72,7 @@ def main() -> None:
         "machine": machine_info(args.device),
         "results": results,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    tmp.replace(args.out)
+    write_json_atomic(args.out, portable_paths(report))
     print(f"wrote {args.out}")
 
 

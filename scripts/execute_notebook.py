@@ -2,19 +2,25 @@
 
 Usage::
 
-    CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 python scripts/execute_notebook.py docs/profiling.ipynb --images docs/images
+    CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 python scripts/execute_notebook.py docs/profiling.ipynb \\
+        --images docs/images --force  # --force: replace the plots of the previous run
 
 The kernel inherits this process's environment (hide the GPU as above for the CPU run that is
 committed) and finds the package from this checkout. With ``--small`` the cell tagged
 ``parameters`` is replaced by ``SMALL_PARAMETERS`` (the test's sizes, seconds instead of
 minutes). ``--images DIR`` also writes the notebook's plots as ``DIR/<notebook>_<n>.png`` (for
 the README). The notebook is written atomically: a failed cell leaves the file as it was.
+
+Checked before the kernel starts: the notebook is a regular file holding a Jupyter notebook
+(not JSON, or JSON without cells, is one line), ``--timeout`` is a number of seconds > 0, and
+the images are new files unless ``--force`` (existing ``<notebook>_<n>.png`` in ``--images``).
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import json
 import os
 import sys
 import time
@@ -23,7 +29,7 @@ from pathlib import Path
 import nbclient
 import nbformat
 
-from unilab_gpu.utils.files import write_atomic
+from unilab_gpu.utils.files import OutputPathError, check_output, non_regular_kind, write_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,17 +65,55 @@ def plots(notebook: nbformat.NotebookNode) -> list[bytes]:
     return [base64.b64decode(o.data["image/png"]) for o in outputs if "image/png" in o.get("data", {})]
 
 
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """The notebook at ``path`` (nbformat 4).
+
+    Raises:
+        ValueError: it is not JSON, not a notebook, or one nbformat cannot read; the message says which.
+    """
+    try:
+        content = json.loads(path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not JSON, so not a Jupyter notebook ({error})") from None
+    if not isinstance(content, dict) or not isinstance(content.get("cells"), list):
+        raise ValueError(f"{path} is JSON but not a Jupyter notebook (no list of 'cells' at its top level)")
+    try:
+        return nbformat.reads(json.dumps(content), as_version=4)
+    except Exception as error:  # nbformat's converters and validators raise many types
+        reason = " ".join(str(error).split())[:200]
+        raise ValueError(f"{path} is not a notebook nbformat can read ({type(error).__name__}: {reason})") from None
+
+
+def check_images(folder: Path, stem: str, force: bool) -> None:
+    """Refuse, before the run, an ``--images`` folder that cannot take ``<stem>_<n>.png`` files, or
+    that holds some already (without ``force``; links, FIFOs and devices never)."""
+    existing = sorted(folder.glob(f"{stem}_*.png")) if folder.is_dir() else []
+    for path in existing or [folder / f"{stem}_1.png"]:
+        check_output(path, "--images", force=force, example=f"{stem}_1.png")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("notebook", type=Path)
     parser.add_argument("--timeout", type=int, default=1800, help="seconds one cell may take (default 1800)")
     parser.add_argument("--small", action="store_true", help="the test's sizes (not for the committed copy)")
     parser.add_argument("--images", type=Path, default=None, help="also write the plots as PNG files here")
+    parser.add_argument("--force", action="store_true", help="replace existing plots in --images")
     args = parser.parse_args(argv)
-    if not args.notebook.is_file():
-        print(f"execute_notebook: error: no notebook at {args.notebook}", file=sys.stderr)
+    try:
+        if not (args.timeout > 0):
+            raise ValueError(f"--timeout must be a number of seconds > 0, got {args.timeout}")
+        kind = non_regular_kind(args.notebook)
+        if kind is not None:
+            raise ValueError(f"{args.notebook} is {kind}; the notebook is rewritten in place, give the file itself")
+        if not args.notebook.is_file():
+            raise ValueError(f"no notebook at {args.notebook}")
+        notebook = read_notebook(args.notebook)
+        if args.images is not None:
+            check_images(args.images, args.notebook.stem, args.force)
+    except (ValueError, OutputPathError) as error:
+        print(f"execute_notebook: error: {error}", file=sys.stderr)
         return 2
-    notebook = nbformat.read(args.notebook, as_version=4)
     print(f"execute_notebook: running {args.notebook} ({len(notebook.cells)} cells)", flush=True)
     start = time.perf_counter()
     try:

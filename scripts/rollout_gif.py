@@ -16,6 +16,7 @@ robot there) and is scaled to ``--width``. A few hundred KB for
 from __future__ import annotations
 
 import argparse
+import math
 import subprocess
 import sys
 import tempfile
@@ -55,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="replace an existing OUT")
     options = parser.parse_args(args)
     try:
+        for option, value in (("--seconds", options.seconds), ("--fps", options.fps), ("--crop", options.crop)):
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{option} must be a finite number > 0, got {value}")
+        if options.crop > 1 or options.width < 2:
+            raise ValueError(f"--crop must be at most 1 and --width at least 2, got {options.crop} and {options.width}")
         check_output(options.out, "OUT", force=options.force, example="rollout.gif")
     except ValueError as error:
         print(f"rollout_gif: error: {error}", file=sys.stderr)

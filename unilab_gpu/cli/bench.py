@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import shlex
 import sys
@@ -34,7 +33,7 @@ from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.distributed import DataParallel, launch_from_env, rank_device
 from unilab_gpu.sim.capture import capture_unsupported_reason
 from unilab_gpu.sim.device import VERBOSE_ENV, resolve_device
-from unilab_gpu.utils.files import OutputPathError, check_output, write_atomic
+from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_atomic, write_json_atomic
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -124,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
         # Rewritten after every size, so a later size failing or timing out keeps the earlier ones.
-        write_json_atomic(args.out, report)
+        write_json_atomic(args.out, portable_paths(report))
         if args.plot is not None and plot_error is None:
             try:
                 _save_plot(report, args.plot)
@@ -141,13 +140,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if dp is not None:
         dp.finish(status, "unilab-bench")
     return status
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write ``obj`` as JSON through the project's atomic writer, so a reader never sees a
-    half-written report."""
-    text = json.dumps(obj, indent=2, default=str) + "\n"
-    write_atomic(path, lambda file: file.write(text.encode()))
 
 
 def _save_plot(report: dict[str, Any], path: Path) -> None:

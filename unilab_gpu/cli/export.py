@@ -38,6 +38,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CheckpointError, ValueError, KeyError) as error:
         print(f"unilab-export: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # a full disk or a folder that became read-only: the old file is intact
+        where = error.filename or args.out or args.checkpoint
+        print(
+            f"unilab-export: error: cannot write {where}: {error.strerror or error}; nothing was written",
+            file=sys.stderr,
+        )
+        return 1
     print(f"unilab-export: wrote {path}")
     return 0
 

@@ -44,8 +44,34 @@ class CheckpointError(RuntimeError):
 
 
 def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> Path:
-    """Write ``payload`` (plus ``format_version``) to ``path`` atomically; returns the path."""
-    return write_atomic(path, lambda file: torch.save({"format_version": FORMAT_VERSION, **payload}, file))
+    """Write ``payload`` (plus ``format_version``) to ``path`` atomically; returns the path.
+
+    Raises:
+        OSError: the file could not be written (a full disk, a read-only folder); the previous
+            file at ``path`` is intact. ``torch.save`` re-raises a failed write of the file as a
+            ``RuntimeError`` of its zip writer; the ``OSError`` behind it is raised instead.
+    """
+    try:
+        return write_atomic(path, lambda file: torch.save({"format_version": FORMAT_VERSION, **payload}, file))
+    except RuntimeError as error:
+        cause = _os_error_behind(error)
+        if cause is None:
+            raise
+        if cause.filename is None:
+            cause.filename = str(path)
+        raise cause from None
+
+
+def _os_error_behind(error: BaseException) -> OSError | None:
+    """The first ``OSError`` in ``error``'s chain of causes and contexts, or ``None``."""
+    seen: set[int] = set()
+    found: BaseException | None = error
+    while found is not None and id(found) not in seen:
+        if isinstance(found, OSError):
+            return found
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return None
 
 
 def resolve_checkpoint(path: str | os.PathLike) -> Path:

@@ -8,16 +8,24 @@ the previous file intact, never a truncated one.
 
 Commands check their output paths with :func:`check_output` before doing any work: an existing
 file needs ``--force``, and no output ever replaces the command's own input or a run folder's
-checkpoint, config or lock, whatever the flags.
+checkpoint, config or lock, whatever the flags. ``--force`` replaces regular files only: a
+folder, a symbolic link, a FIFO, a device node or a socket at an output path is refused, by
+:func:`check_output` and again by :func:`write_atomic` itself, right before its rename.
+
+A written file gets the permissions a plain ``open(path, "w")`` would give it: an existing file's
+mode is kept, a new one gets ``0o666`` less the user's umask (not ``mkstemp``'s ``0o600``).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 TEMP_SUFFIX = ".tmp"
 """Suffix of the temporary files of atomic writes (``.<name>.<random>.tmp`` beside the target)."""
@@ -32,26 +40,122 @@ LOCK_NAME = "trainer.lock"
 """Lock file of the trainer using a run folder (holds ``<pid> <host>`` while locked)."""
 
 
+class OutputPathError(ValueError):
+    """An output path a command must not write; the message names the option and the path."""
+
+
 def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> Path:
     """Call ``write(file)`` on a temporary file beside ``path``, fsync it and move it over ``path``.
 
     A reader (or a process killed mid-write) sees the old file or the new one, never a mix; the
     temporary file is removed on any exception, and :func:`remove_temp_files` clears the ones a
-    ``kill -9`` left behind.
+    ``kill -9`` left behind. The new file keeps the mode of the file it replaces, or gets the
+    umask's default.
+
+    Raises:
+        OutputPathError: something other than a regular file is at ``path`` (a folder, a link,
+            a FIFO, a device); nothing is written.
+        OSError: the file could not be written (full disk, read-only folder), with ``filename``
+            ``path``; the previous file is intact.
     """
     path = Path(path)
+    _refuse_non_regular(path, "cannot replace")
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = _file_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as file:
             write(file)
             file.flush()
             os.fsync(file.fileno())
+        _refuse_non_regular(path, "cannot replace")  # again: it may have appeared while writing
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(error, OSError) and error.filename is None:
+            error.filename = str(path)  # a failed write names the file it was for
         raise
     return path
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` as indented JSON (values JSON cannot hold as their ``str()``) through
+    :func:`write_atomic`, so a reader never sees a half-written report; returns the path."""
+    text = json.dumps(obj, indent=2, default=str) + "\n"
+    return write_atomic(path, lambda file: file.write(text.encode()))
+
+
+def non_regular_kind(path: Path) -> str | None:
+    """What is at ``path`` if it is something other than a regular file (``"a FIFO"``, ``"a
+    symbolic link"``...); ``None`` if it is a regular file or nothing. Links are not followed."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:  # nothing there (or nothing reachable: :func:`unwritable` says why)
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def _refuse_non_regular(path: Path, doing: str) -> None:
+    kind = non_regular_kind(path)
+    if kind is not None:
+        raise OutputPathError(f"{doing} {path}: it is {kind}; only regular files are ever replaced (--force included)")
+
+
+def _file_mode(path: Path) -> int:
+    """Permission bits for the file written at ``path``: those of the file it replaces, else
+    ``0o666`` less the umask (what ``open(path, "w")`` would create)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~current_umask()
+
+
+def current_umask() -> int:
+    """This process's umask, read without changing it where Linux shows it (``/proc/self/status``);
+    elsewhere set and restored at once."""
+    try:
+        found = re.search(r"^Umask:\s*([0-7]+)$", Path("/proc/self/status").read_text(), re.MULTILINE)
+    except OSError:
+        found = None
+    if found:
+        return int(found[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+"""The source checkout this package runs from (for an installed wheel: ``site-packages``)."""
+
+_ABSOLUTE_PREFIXES = [(str(REPO_ROOT) + os.sep, ""), (str(REPO_ROOT.parent) + os.sep, ".." + os.sep)]
+
+
+def portable_paths(value: Any) -> Any:
+    """``value`` (nested dicts, lists, strings) with every absolute path inside the checkout or beside
+    it written relative to the checkout: ``/x/repo/assets/a.xml`` -> ``assets/a.xml``,
+    ``/x/shared/clip.npz`` -> ``../shared/clip.npz``. For reports committed to the repository,
+    which must name no path of the machine that wrote them."""
+    if isinstance(value, str):
+        for prefix, replacement in _ABSOLUTE_PREFIXES:
+            if len(prefix) > 1:  # never the file system's root
+                value = re.sub(rf"(?<![\w.~/-]){re.escape(prefix)}", replacement, value)
+        return value
+    if isinstance(value, dict):
+        return {key: portable_paths(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [portable_paths(item) for item in value]
+    return value
 
 
 def remove_temp_files(folder: str | os.PathLike) -> list[Path]:
@@ -72,10 +176,6 @@ def holds_run(path: Path) -> bool:
     return (path / CONFIG_NAME).exists() or (path / CHECKPOINT_NAME).exists()
 
 
-class OutputPathError(ValueError):
-    """An output path a command must not write; the message names the option and the path."""
-
-
 def check_output(
     path: str | os.PathLike,
     option: str,
@@ -93,11 +193,12 @@ def check_output(
         example: a file name for the hint when ``path`` is a folder.
 
     Raises:
-        OutputPathError: ``path`` is a folder, one of ``inputs``, a run folder's own file, an
-            existing file without ``force``, or in a place that cannot be written.
+        OutputPathError: ``path`` is a folder, one of ``inputs``, a run folder's own file, not a
+            regular file (a link, FIFO, device: never replaced, ``force`` or not), an existing file
+            without ``force``, or in a place that cannot be written.
     """
     path = Path(path)
-    if path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         raise OutputPathError(f"{option}: {path} is a folder; give a file path, e.g. {path / example}")
     for source in inputs:
         if _same_file(path, Path(source)):
@@ -107,7 +208,12 @@ def check_output(
             f"{option}: {path} is the {path.name} of the run folder {path.parent}; no output ever replaces it, "
             "choose another file name"
         )
-    if (path.exists() or path.is_symlink()) and not force:
+    kind = non_regular_kind(path)
+    if kind is not None:
+        raise OutputPathError(
+            f"{option}: {path} is {kind}, not a regular file; --force replaces regular files only, give another path"
+        )
+    if path.exists() and not force:
         raise OutputPathError(f"{option}: {path} exists; pass --force to replace it")
     problem = unwritable(path)
     if problem is not None:
