@@ -27,8 +27,8 @@ from pathlib import Path
 import imageio.v3 as iio
 
 from unilab_gpu.cli.play import play
-from unilab_gpu.cli.sim2sim import sim2sim
 from unilab_gpu.deploy import PolicyFile
+from unilab_gpu.export.sim2sim import sim2sim
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.utils.files import check_output, write_atomic
 

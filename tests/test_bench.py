@@ -65,6 +65,7 @@ def test_python_dash_m_entry_point(tmp_path: Path, monkeypatch, capsys) -> None:
     out = tmp_path / "bench.json"
     argv = ["unilab_gpu.cli.bench", "--task", "pendulum", "--num-envs", "2", "--steps", "2", "--warmup", "1"]
     monkeypatch.setattr(sys, "argv", argv + ["--no-compile", "--out", str(out)])
+    monkeypatch.delitem(sys.modules, "unilab_gpu.cli.bench")  # imported above; run afresh as __main__
     with pytest.raises(SystemExit) as exit_info:
         runpy.run_module("unilab_gpu.cli.bench", run_name="__main__")
     assert exit_info.value.code == 0

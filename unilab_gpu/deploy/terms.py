@@ -16,12 +16,23 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from . import registry
 from .policy_file import DeploymentError
 from .reference import ReferenceMotion
 from .rotations import quat_conjugate, quat_mul, rotate_inverse, rotmat
 
 VELOCITY_COMMAND = "unilab_gpu.tasks.velocity.velocity_command.VelocityCommand"
 MOTION_COMMAND = "unilab_gpu.tasks.tracking.motion_command.MotionCommand"
+COMMAND_KINDS = {VELOCITY_COMMAND: "velocity", MOTION_COMMAND: "motion"}
+"""Command class path -> what the runtime feeds the policy for it: ``velocity`` (a twist
+``[v_x, v_y, omega_z]`` and a gait clock at ``params.gait_frequency``) or ``motion`` (a reference
+clip and its ``anchor_body``); user modules add theirs (:mod:`.registry`, ``COMMANDS``)."""
+
+
+def command_kind(func: str) -> str | None:
+    """The kind of command class ``func`` (:data:`COMMAND_KINDS` and the user's), or ``None``."""
+    return registry.table("COMMANDS", COMMAND_KINDS).get(registry.canonical(func))
+
 
 Reader = Callable[[mujoco.MjData], np.ndarray]
 
@@ -50,12 +61,14 @@ class TermContext:
     """The reference frame the policy observes now."""
 
     def command(self, name: str, func: str, term: str) -> dict[str, Any]:
-        """The parameters of command ``name``, which must be a ``func`` (its class path)."""
+        """The parameters of command ``name``, which must be of the kind of ``func`` (a class path
+        of :data:`COMMAND_KINDS`: the class itself or a user's command of the same kind)."""
         commands = self.metadata["commands"]
-        if name not in commands or commands[name]["func"].replace(":", ".") != func:
+        kind = command_kind(func)
+        if name not in commands or command_kind(commands[name]["func"]) != kind:
             raise DeploymentError(
-                f"observation term '{term}' reads command '{name}', which the metadata does not list as a {func} "
-                f"(commands: { {k: v['func'] for k, v in commands.items()} })"
+                f"observation term '{term}' reads command '{name}', which the metadata does not list as a {kind} "
+                f"command such as {func} (commands: { {k: v['func'] for k, v in commands.items()} })"
             )
         return commands[name]["params"]
 
@@ -161,7 +174,8 @@ TERMS: dict[str, Callable[..., Reader]] = {
     "unilab_gpu.tasks.tracking.observations.motion_anchor_ori_b": motion_anchor_ori_b,
 }
 """The env term's dotted path (``func`` in the metadata) -> its reader builder
-``build(ctx, term_name, **params)``: the terms of the G1 velocity and tracking policy groups."""
+``build(ctx, term_name, **params)``: the terms of the G1 velocity and tracking policy groups.
+User modules add theirs (:mod:`.registry`, ``OBSERVATIONS``)."""
 
 
 def build_reader(ctx: TermContext, term: dict[str, Any]) -> Reader:
@@ -170,12 +184,14 @@ def build_reader(ctx: TermContext, term: dict[str, Any]) -> Reader:
     Raises:
       DeploymentError: the term's function has no numpy version here, or its parameters do not fit.
     """
-    func = str(term["func"]).replace(":", ".")
-    build = TERMS.get(func)
+    func = registry.canonical(term["func"])
+    readers = registry.table("OBSERVATIONS", TERMS)
+    build = readers.get(func)
     if build is None:
         raise DeploymentError(
             f"observation term '{term['name']}' uses {func}, which the deployment runtime does not implement; "
-            f"supported: {sorted(TERMS)}"
+            f"supported: {sorted(readers)}; add a numpy reader in a module listed in {registry.DEPLOY_MODULES_ENV} "
+            "(docs/deploy.md)"
         )
     try:
         return build(ctx, term["name"], **term["params"])
