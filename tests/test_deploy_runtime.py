@@ -29,7 +29,6 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 import onnx  # noqa: E402
 
-from unilab_gpu.cli.sim2sim import FallRule, Sim2Sim, load_reference  # noqa: E402
 from unilab_gpu.cli.sim2sim import main as sim2sim_main  # noqa: E402
 from unilab_gpu.deploy import METADATA_VERSION, Controller, DeploymentError, PolicyFile, ReferenceMotion  # noqa: E402
 from unilab_gpu.deploy.terms import TERMS  # noqa: E402
@@ -38,6 +37,7 @@ from unilab_gpu.export.export_run import export_agent  # noqa: E402
 from unilab_gpu.export.metadata import deployment_metadata  # noqa: E402
 from unilab_gpu.export.onnx_policy import write_onnx  # noqa: E402
 from unilab_gpu.export.policy import deterministic_policy  # noqa: E402
+from unilab_gpu.export.sim2sim import FallRule, Sim2Sim, load_reference, sim2sim  # noqa: E402
 from unilab_gpu.paths import robot_asset  # noqa: E402
 from unilab_gpu.rl.sac import SacAgent, SacConfig  # noqa: E402
 
@@ -89,7 +89,7 @@ class Case:
         env = self.env
         env.reset()
         tracking = controller.reference is not None
-        falls = FallRule.of_task(controller.metadata, tracking)
+        falls = FallRule.of_task(controller.metadata)
         run = Sim2Sim(controller, None if tracking else [0.0, 0.0, 0.0], falls)
         data = run.data
         data.qpos[:] = env.sim.state.qpos[0].numpy()
@@ -294,21 +294,30 @@ def test_cli_reports_and_writes_atomically(cases, tmp_path, capsys) -> None:
 
 
 def test_falls_are_counted_by_the_task_configs_terminations() -> None:
-    # The thresholds come from the policy's task and its training overrides (configs/task/*.yaml).
-    velocity = FallRule.of_task(
-        {"task": "g1_velocity", "env_overrides": ["terminations.fell.params.min_height=0.5"]}, False
+    # The thresholds come from the policy's task and its training overrides (configs/task/*.yaml), in the
+    # twin table's order; failure terminations without a twin are listed, time-outs are no failures.
+    velocity = FallRule.of_task({"task": "g1_velocity", "env_overrides": ["terminations.fell.params.min_height=0.5"]})
+    assert velocity == FallRule(
+        (
+            ("fell", "unilab_gpu.envs.mdp.terminations.root_height_below", {"min_height": 0.5}),
+            (
+                "tilt",
+                "unilab_gpu.tasks.velocity.terminations.body_tilt_above",
+                {"body_names": ["torso_link"], "max_degrees": 65.0},
+            ),
+        )
     )
-    assert velocity == FallRule(min_root_height=0.5, tilt_bodies=("torso_link",), max_tilt_degrees=65.0)
-    assert velocity.describe() == "root below 0.5 m or torso_link tilted past 65 degrees"
-    tracking = FallRule.of_task({"task": "g1_tracking", "env_overrides": []}, True)
-    assert tracking == FallRule(anchor_height=0.25, anchor_orientation=0.8)
-    with pytest.raises(DeploymentError, match="task 'g1_velocity' has no body_tilt_above termination"):
-        FallRule.of_task({"task": "g1_velocity", "env_overrides": ["terminations.tilt=null"]}, False)
+    tracking = FallRule.of_task({"task": "g1_tracking", "env_overrides": []})
+    assert [(name, params) for name, _, params in tracking.counted] == [
+        ("anchor_height", {"threshold": 0.25}),
+        ("anchor_orientation", {"threshold": 0.8}),
+    ]
+    assert tracking.uncounted == (("end_effector_height", "unilab_gpu.tasks.tracking.terminations.BodyHeightError"),)
+    with pytest.raises(DeploymentError, match="task 'g1_velocity' has no failure termination with a runtime twin"):
+        FallRule.of_task({"task": "g1_velocity", "env_overrides": ["terminations.tilt=null", "terminations.fell=null"]})
 
 
 def test_cli_video_has_a_frame_per_control_step(cases, tmp_path) -> None:
-    from unilab_gpu.cli.sim2sim import sim2sim
-
     iio = pytest.importorskip("imageio.v3")
     video = tmp_path / "run.mp4"
     try:
@@ -377,8 +386,6 @@ def test_shared_holosoma_clip_converts_for_the_runtime(cases) -> None:
 def test_the_committed_velocity_policy_walks_in_mujoco_c() -> None:
     """docs/policies/g1_velocity_sac.onnx (an hour of SAC on a CPU core) through the runtime alone: 3 s at
     0.5 m/s in MuJoCo C without a fall, at the planar error it has in its training env (0.10 m/s)."""
-    from unilab_gpu.cli.sim2sim import sim2sim
-
     policy = Path(__file__).resolve().parents[1] / "docs" / "policies" / "g1_velocity_sac.onnx"
     report = sim2sim(policy, [0.5, 0.0, 0.0], seconds=3.0)
     summary = report["summary"]

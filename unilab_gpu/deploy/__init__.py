@@ -8,13 +8,15 @@ file's metadata (``unilab-export``, docs/export.md): the observation terms with 
 and parameters, the action map, the PD gains and the rates.
 
 Map:
-    policy_file   PolicyFile: the ONNX session and its checked metadata (``METADATA_VERSION``)
+    policy_file   PolicyFile: the ONNX session and its metadata, checked (``METADATA_VERSION``, check_metadata)
     terms         numpy versions of the observation terms the G1 policies read, by the env term's path
     reference     ReferenceMotion: a canonical motion clip at the control rate, played by time
     model_check   check_model: the MJCF against the metadata (joints, actuators, gains, limits, timestep)
     controller    Controller: MjData -> observation -> action -> PD targets, stepped at the metadata's rates
+    terminations  numpy twins of the failure terminations (falls), by the env term's path
+    registry      the user's twins: modules listed in UNILAB_DEPLOY_MODULES
 
-``unilab-sim2sim`` (``unilab_gpu/cli/sim2sim.py``) runs a policy with it in MuJoCo C (docs/deploy.md).
+``unilab-sim2sim`` (``unilab_gpu/export/sim2sim.py``) runs a policy with it in MuJoCo C (docs/deploy.md).
 """
 
 from .controller import Controller

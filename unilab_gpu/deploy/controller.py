@@ -21,7 +21,7 @@ import numpy as np
 from .model_check import actuator_ids, check_model, joint_addresses, root_address
 from .policy_file import DeploymentError, PolicyFile
 from .reference import ReferenceMotion
-from .terms import MOTION_COMMAND, VELOCITY_COMMAND, Reader, TermContext, build_reader
+from .terms import Reader, TermContext, build_reader, command_kind
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class Controller:
         self.offset_columns = None if columns is None else np.asarray(columns, dtype=np.int64)
         self.stiffness, self.damping = _array(meta["stiffness"]), _array(meta["damping"])
 
-        self.motion_command = _command_of(meta, MOTION_COMMAND)
+        self.motion_command = command_of(meta, "motion")
         if reference is not None:
             if self.motion_command is None:
                 raise DeploymentError("a reference motion was given, but the policy reads no motion command")
@@ -79,7 +79,7 @@ class Controller:
             bodies = [params["anchor_body"], *params.get("body_names", [])]
             reference = reference.for_robot(meta["observed_joint_names"], bodies, 1.0 / self.control_dt, "reference")
         self.reference = reference
-        velocity = _command_of(meta, VELOCITY_COMMAND)
+        velocity = command_of(meta, "velocity")
         frequency = float(velocity["params"].get("gait_frequency", 0.0)) if velocity is not None else 0.0
         self.phase_step = 2.0 * math.pi * frequency * self.control_dt
         """Gait phase advance per control step, rad."""
@@ -228,6 +228,7 @@ def _bound(value: float | None, sign: int) -> float:
     return sign * math.inf if value is None else float(value)
 
 
-def _command_of(meta: dict[str, Any], func: str) -> dict[str, Any] | None:
-    """The first command of class ``func`` in the metadata, or ``None``."""
-    return next((c for c in meta["commands"].values() if c["func"].replace(":", ".") == func), None)
+def command_of(meta: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    """The first command of ``kind`` (``velocity`` or ``motion``, :data:`~.terms.COMMAND_KINDS`) in
+    the metadata, or ``None``."""
+    return next((c for c in meta["commands"].values() if command_kind(c["func"]) == kind), None)

@@ -53,7 +53,8 @@ def check_model(model: mujoco.MjModel, meta: dict[str, Any]) -> None:
     Checked: the timestep against ``physics_dt``; per action ``i``: actuator
     ``actuator_names[i]`` exists and drives joint ``joint_names[i]``; for ``joint_position``
     actions it is a position actuator with ``kp`` = ``stiffness[i]`` and ``kv`` = ``damping[i]``;
-    its force limit equals ``effort_limit[i]`` (``null``: none); the observed joints exist.
+    its force limit equals ``effort_limit[i]`` (``null``: none); the observed joints are the
+    model's hinge and slide joints in model order, with the keyframe's positions as defaults.
 
     Raises:
       DeploymentError: the first mismatch, in one line.
@@ -64,7 +65,7 @@ def check_model(model: mujoco.MjModel, meta: dict[str, Any]) -> None:
             f"MJCF does not match the policy: timestep {timestep:g} s, the policy's physics_dt {meta['physics_dt']:g} s"
         )
     joint_addresses(model, meta["joint_names"])
-    joint_addresses(model, meta["observed_joint_names"])
+    _check_observed_joints(model, meta)
     actuators = actuator_ids(model, meta["actuator_names"])
     position = meta["action_kind"] == "joint_position"
     for i, a in enumerate(actuators.tolist()):
@@ -90,6 +91,37 @@ def check_model(model: mujoco.MjModel, meta: dict[str, Any]) -> None:
         if (limit is None) != (want is None) or (limit is not None and not _close(limit, want)):
             raise DeploymentError(
                 f"MJCF does not match the policy: actuator '{name}' has force limit {limit}, the policy {want}"
+            )
+
+
+def _check_observed_joints(model: mujoco.MjModel, meta: dict[str, Any]) -> None:
+    """The observed joints are the model's hinge and slide joints in model order (what the training
+    env observes), with the model keyframe's positions as their defaults."""
+    scalar = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+    joints = [j for j in range(model.njnt) if int(model.jnt_type[j]) in scalar]
+    names = [model.joint(j).name for j in joints]
+    observed = meta["observed_joint_names"]
+    joint_addresses(model, observed)  # names the joints the model lacks
+    if observed != names:
+        i = next(
+            (i for i, (a, b) in enumerate(zip(observed, names, strict=False)) if a != b), min(len(observed), len(names))
+        )
+        raise DeploymentError(
+            f"MJCF does not match the policy: metadata 'observed_joint_names[{i}]' is "
+            f"{observed[i] if i < len(observed) else None!r}, the model's joint {i} (hinge and slide joints in model "
+            f"order, as training observes them) is {names[i] if i < len(names) else None!r}"
+        )
+    keyframe = meta.get("keyframe")
+    key = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, keyframe) if keyframe else -1
+    if keyframe and key < 0:
+        raise DeploymentError(f"MJCF does not match the policy: it has no keyframe '{keyframe}' (metadata 'keyframe')")
+    qpos = model.key_qpos[key] if key >= 0 else model.qpos0
+    defaults = qpos[model.jnt_qposadr[joints]]
+    for i, (name, got, want) in enumerate(zip(names, defaults, meta["observed_default_joint_pos"], strict=True)):
+        if abs(float(got) - want) > 1e-5 * max(1.0, abs(want)):
+            raise DeploymentError(
+                f"MJCF does not match the policy: metadata 'observed_default_joint_pos[{i}]' ({name}) is {want:g}, "
+                f"the model's {f'keyframe {keyframe!r}' if keyframe else 'qpos0'} has {float(got):g}"
             )
 
 

@@ -8,6 +8,7 @@ The network maps the raw observation vector ``(batch, observation_dim)`` float32
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,12 @@ def read_metadata(path: str | os.PathLike, session: Any = None) -> dict[str, Any
     except json.JSONDecodeError as error:
         raise DeploymentError(f"{path}: metadata value is not JSON ({error})") from None
     version = meta["metadata_version"]
-    if not isinstance(version, int) or version > METADATA_VERSION:
+    if not _is_int(version):
+        raise DeploymentError(
+            f"{path}: metadata 'metadata_version' must be an integer such as {METADATA_VERSION}, got "
+            f"{_shown(version)}; re-export the run with unilab-export"
+        )
+    if version > METADATA_VERSION:
         raise DeploymentError(
             f"{path}: metadata_version {version!r} is newer than this runtime reads ({METADATA_VERSION}); "
             "update the runtime (unilab_gpu/deploy) to the exporting version"
@@ -84,7 +90,143 @@ def read_metadata(path: str | os.PathLike, session: Any = None) -> dict[str, Any
     missing = [key for key in REQUIRED_KEYS if key not in meta]
     if missing:
         raise DeploymentError(f"{path}: metadata lacks {missing}; re-export the run with unilab-export")
+    check_metadata(meta, path)
     return meta
+
+
+def check_metadata(meta: dict[str, Any], source: str | os.PathLike) -> None:
+    """Refuse metadata whose numbers the runtime cannot trust, before anything runs: every number
+    finite, every per-action list ``action_dim`` long, ``decimation >= 1``, ``control_dt =
+    decimation * physics_dt``, the observation terms and commands well formed.
+
+    Raises:
+      DeploymentError: ``<source>: metadata '<key>' must be <expected>, got <value>`` (one line).
+    """
+    check = _Checker(source)
+    obs_dim = check.integer(meta, "observation_dim", low=1)
+    width = check.integer(meta, "action_dim", low=1)
+    check.number(meta, "physics_dt", positive=True)
+    control_dt = check.number(meta, "control_dt", positive=True)
+    decimation = check.integer(meta, "decimation", low=1)
+    period = decimation * meta["physics_dt"]
+    if abs(control_dt - period) > 1e-6 * period:
+        check.fail(
+            "control_dt", f"decimation x physics_dt = {decimation} x {meta['physics_dt']:g} = {period:g} s", control_dt
+        )
+    check.of_type(meta, "action_kind", str, "a string such as 'joint_position'")
+    for key in ("joint_names", "actuator_names"):
+        check.each(meta, key, width, lambda v: isinstance(v, str), "a name")
+    for key in ("action_low", "action_high", "action_scale", "action_scale_negative", "action_offset"):
+        check.each(meta, key, width, _finite, "a finite number")
+    for key in ("stiffness", "damping"):
+        check.each(meta, key, width, lambda v: _finite(v) and v >= 0, "a finite number >= 0")
+    check.each(meta, "effort_limit", width, lambda v: v is None or (_finite(v) and v > 0), "null or a number > 0")
+    bound = lambda v: v is None or _finite(v)  # noqa: E731
+    check.each(
+        meta,
+        "action_bounds",
+        width,
+        lambda v: isinstance(v, list) and len(v) == 2 and all(map(bound, v)) and not (None not in v and v[0] > v[1]),
+        "[low, high] with low <= high (null: unbounded)",
+    )
+    for i, (low, high) in enumerate(zip(meta["action_low"], meta["action_high"], strict=True)):
+        if low > high:
+            check.fail(f"action_low[{i}]", f"<= action_high[{i}] ({high})", low)
+    if meta["action_offset_observation_columns"] is not None:
+        check.each(
+            meta,
+            "action_offset_observation_columns",
+            width,
+            lambda v: _is_int(v) and 0 <= v < obs_dim,
+            f"an observation column in [0, {obs_dim})",
+        )
+    joints = check.each(meta, "observed_joint_names", None, lambda v: isinstance(v, str), "a name")
+    check.each(meta, "observed_default_joint_pos", len(joints), _finite, "a finite number", "observed joint")
+    terms = check.of_type(meta, "observation_terms", list, "a list of terms")
+    for i, term in enumerate(terms):
+        key = f"observation_terms[{i}]"
+        if not isinstance(term, dict):
+            check.fail(key, "a term (a mapping)", term)
+        for field, kind, expected in (
+            ("name", str, "a name"),
+            ("func", str, "a dotted path"),
+            ("params", dict, "a mapping"),
+        ):
+            if not isinstance(term.get(field), kind):
+                check.fail(f"{key}.{field}", expected, term.get(field))
+        for field, low in (("start", 0), ("stop", 1), ("dim", 1), ("history", 1)):
+            if not (_is_int(term.get(field)) and term[field] >= low):
+                check.fail(f"{key}.{field}", f"an integer >= {low}", term.get(field))
+        if not _finite(term.get("scale")):
+            check.fail(f"{key}.scale", "a finite number", term.get("scale"))
+        clip = term.get("clip")
+        if clip is not None and not (
+            isinstance(clip, list) and len(clip) == 2 and all(map(_finite, clip)) and clip[0] < clip[1]
+        ):
+            check.fail(f"{key}.clip", "null or [low, high] of finite numbers with low < high", clip)
+    commands = check.of_type(meta, "commands", dict, "a mapping of command name -> {func, params}")
+    for name, command in commands.items():
+        if not (
+            isinstance(command, dict)
+            and isinstance(command.get("func"), str)
+            and isinstance(command.get("params"), dict)
+        ):
+            check.fail(f"commands.{name}", "{func: <class path>, params: {...}}", command)
+
+
+class _Checker:
+    """Checks of metadata values; each failure is one line naming the key."""
+
+    def __init__(self, source: str | os.PathLike) -> None:
+        self.source = source
+
+    def fail(self, key: str, expected: str, value: Any) -> None:
+        raise DeploymentError(f"{self.source}: metadata '{key}' must be {expected}, got {_shown(value)}")
+
+    def of_type(self, meta: dict[str, Any], key: str, kind: type, expected: str) -> Any:
+        if not isinstance(meta[key], kind):
+            self.fail(key, expected, meta[key])
+        return meta[key]
+
+    def number(self, meta: dict[str, Any], key: str, positive: bool = False) -> float:
+        value = meta[key]
+        if not (_finite(value) and (value > 0 or not positive)):
+            self.fail(key, "a finite number" + (" > 0" if positive else ""), value)
+        return float(value)
+
+    def integer(self, meta: dict[str, Any], key: str, low: int) -> int:
+        if not (_is_int(meta[key]) and meta[key] >= low):
+            self.fail(key, f"an integer >= {low}", meta[key])
+        return meta[key]
+
+    def each(self, meta: dict[str, Any], key: str, length: int | None, ok, expected: str, per: str = "action") -> list:
+        """``meta[key]``: a list of ``length`` entries (``None``: any), each ``ok``."""
+        values = meta[key]
+        if not isinstance(values, list):
+            self.fail(key, "a list", values)
+        if length is not None and len(values) != length:
+            raise DeploymentError(
+                f"{self.source}: metadata '{key}' has {len(values)} entries, expected {length} (one per {per})"
+            )
+        for i, value in enumerate(values):
+            if not ok(value):
+                self.fail(f"{key}[{i}]", expected, value)
+        return values
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _shown(value: Any) -> str:
+    """``value`` for an error line: its repr, cut short, and ``(a string)`` for strings that look like
+    what was expected (``"3"`` for ``3``)."""
+    text = repr(value) if not isinstance(value, str) else f"{value!r} (a string)"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _session(path: str | os.PathLike):
@@ -104,22 +246,33 @@ class PolicyFile:
     """An exported policy: ``policy(obs)`` maps ``(observation_dim,)`` or ``(batch,
     observation_dim)`` observations to float32 actions of the same batch shape.
 
-    ``metadata`` may replace the file's (checked the same way by the caller); tests use it to
-    show that a wrong metadata entry breaks the agreement with the training env.
+    ``metadata`` may replace the file's (checked the same way, :func:`check_metadata`); tests use
+    it to show that a wrong metadata entry breaks the agreement with the training env.
+
+    Raises:
+      DeploymentError: the metadata (:func:`read_metadata`), or the network's input or output
+        width differs from the metadata's ``observation_dim`` or ``action_dim``.
     """
 
     def __init__(self, path: str | os.PathLike, metadata: dict[str, Any] | None = None) -> None:
         self.path = Path(path)
         self._session = _session(path)
-        self.metadata = read_metadata(path, self._session) if metadata is None else metadata
+        if metadata is None:
+            metadata = read_metadata(path, self._session)
+        else:
+            check_metadata(metadata, path)
+        self.metadata = metadata
         self._input = self._session.get_inputs()[0].name
         self._output = self._session.get_outputs()[0].name
-        width = self._session.get_inputs()[0].shape[-1]
-        if isinstance(width, int) and width != self.metadata["observation_dim"]:
-            raise DeploymentError(
-                f"{path}: the network reads {width} observation columns, the metadata's observation_dim is "
-                f"{self.metadata['observation_dim']}"
-            )
+        for what, node, key in (
+            ("reads", self._session.get_inputs()[0], "observation_dim"),
+            ("writes", self._session.get_outputs()[0], "action_dim"),
+        ):
+            width = node.shape[-1] if node.shape else None
+            if isinstance(width, int) and width != metadata[key]:
+                raise DeploymentError(
+                    f"{path}: the network {what} {width} columns, the metadata's {key} is {metadata[key]}"
+                )
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         obs = np.asarray(obs, dtype=np.float32)

@@ -25,6 +25,7 @@ anchor and bodies) are listed with theirs. :mod:`unilab_gpu.deploy` is such a ro
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from typing import Any
 
 import mujoco
@@ -65,21 +66,24 @@ def deployment_metadata(
             "history": layout.history,
             "scale": cfg.scale,
             "clip": cfg.clip,
-            "func": cfg.func,
+            "func": _defined_at(cfg.func, f"observations.{group}.terms.{term.name}.func"),
             "params": _term_params(cfg.func, cfg.params, f"observations.{group}.terms.{term.name}"),
             "noise": _plain(vars(cfg.noise)) if cfg.noise is not None else None,
         }
         for term, cfg, layout in zip(obs_group.terms, obs_group.cfgs, obs_group.layouts, strict=True)
     ]
     commands = {
-        name: {"func": cfg.func, "params": _term_params(cfg.func, cfg.params, f"commands.{name}")}
+        name: {
+            "func": _defined_at(cfg.func, f"commands.{name}.func"),
+            "params": _term_params(cfg.func, cfg.params, f"commands.{name}"),
+        }
         for name, cfg in env.cfg.commands.items()
         if cfg is not None
     }
     return {
         "metadata_version": METADATA_VERSION,
         "task": task,
-        "env_overrides": list(env_overrides),
+        "env_overrides": _portable_overrides(env, env_overrides),
         "algo": algo,
         "motion": _motion_name(env),
         "observation_group": group,
@@ -111,6 +115,18 @@ def deployment_metadata(
     }
 
 
+def defining_path(target: Any) -> str:
+    """The canonical path of a resolved term, where it is defined (``module.qualname``): one
+    spelling whether a config wrote ``a.b:c``, ``a.b.c`` or a module that re-exports it."""
+    return f"{target.__module__}.{target.__qualname__}"
+
+
+def _defined_at(func: str, where: str) -> str:
+    """The :func:`defining_path` of the term a config's ``func`` names (what the metadata records
+    and a runtime looks its twin up by)."""
+    return defining_path(resolve_callable(func, where))
+
+
 def _reference_columns(env: ManagerBasedRlEnv, group, terms: list[dict[str, Any]]) -> list[int] | None:
     """Observation columns of the reference joint positions that residual actions are offsets
     from, in action order; ``None`` for actions about a fixed offset.
@@ -123,10 +139,12 @@ def _reference_columns(env: ManagerBasedRlEnv, group, terms: list[dict[str, Any]
     if actions.reference_cols is None:
         return None
     command = env.cfg.actions.reference_command
+    reference_term = resolve_callable(REFERENCE_OBSERVATION, "export")
     for term, cfg, layout in zip(terms, group.cfgs, group.layouts, strict=True):
         same_command = cfg.params.get("command_name", "motion") == command
         raw = cfg.scale == 1.0 and cfg.clip is None and cfg.noise is None and layout.history == 1
-        if cfg.func == REFERENCE_OBSERVATION and same_command and raw:
+        where = f"observations.{group.name}.terms.{term['name']}.func"
+        if resolve_callable(cfg.func, where) is reference_term and same_command and raw:
             return [term["start"] + int(c) for c in actions.reference_cols.tolist()]
     raise ValueError(
         f"export: actions are residuals about command '{command}', but observation group '{group.name}' has no raw "
@@ -145,7 +163,29 @@ def _term_params(func: str, params: dict[str, Any], where: str) -> dict[str, Any
         for p in list(inspect.signature(target).parameters.values())[1:]
         if p.default is not inspect.Parameter.empty and p.name not in resolved
     }
-    return _plain({**defaults, **params})
+    params = _plain({**defaults, **params})
+    if params.get("motion_files"):  # names, not this machine's paths (the runtime looks for them: docs/deploy.md)
+        params["motion_files"] = [portable_name(f) for f in params["motion_files"]]
+    return params
+
+
+def portable_name(path: Any) -> str:
+    """How an exported file names a motion file: its file name alone, not the path it had on the
+    machine that trained (which another machine lacks); ``unilab-sim2sim`` looks for it beside the
+    policy file and in the current folder, or takes ``--motion``."""
+    return Path(str(path)).name
+
+
+def _portable_overrides(env: ManagerBasedRlEnv, overrides: list[str]) -> list[str]:
+    """The training overrides with each motion file's path replaced by its :func:`portable_name`."""
+    command = env.cfg.commands.get("motion")
+    files = [str(f) for f in (command.params.get("motion_files") or [])] if command is not None else []
+    portable = []
+    for override in overrides:
+        for path in sorted(files, key=len, reverse=True):  # a longer path first: it may contain a shorter one
+            override = override.replace(path, portable_name(path))
+        portable.append(override)
+    return portable
 
 
 def _plain(value: Any) -> Any:
@@ -169,6 +209,6 @@ def _motion_name(env: ManagerBasedRlEnv) -> str | None:
         return None
     params = command.params
     if params.get("motion_files"):
-        return ",".join(str(f) for f in params["motion_files"])
+        return ",".join(portable_name(f) for f in params["motion_files"])
     synthetic = {k: params[k] for k in ("synthetic_seconds", "synthetic_seed") if k in params}
     return "synthetic" + (f" {synthetic}" if synthetic else "")

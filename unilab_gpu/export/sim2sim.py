@@ -1,0 +1,430 @@
+"""Sim-to-sim: an exported policy run in plain MuJoCo C from its ONNX file, judged as training judges.
+
+The policy runs through the robot-side runtime (:mod:`unilab_gpu.deploy`: observation, action
+map, PD targets and rates from the file's metadata) on the project's MJCF of the robot it names,
+stepped by MuJoCo C instead of the MJWarp it was trained on. A velocity policy starts at the
+model's keyframe and follows a fixed command; a tracking policy starts at the reference's first
+frame and follows it (:func:`load_reference`). Falls are the failure terminations of the policy's
+task config that have a runtime twin (:class:`FallRule`); after one the robot is put back at its
+start, or at the reference's current frame, and goes on. :func:`sim2sim` returns the report
+(docs/deploy.md); ``unilab-sim2sim`` (``unilab_gpu/cli/sim2sim.py``) is its command line.
+
+Unlike :mod:`unilab_gpu.deploy`, this module uses the training side: the task config (the
+failure terminations and their thresholds), motion conversion and the offscreen renderer.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from unilab_gpu.deploy import Controller, DeploymentError, PolicyFile, ReferenceMotion
+from unilab_gpu.deploy.controller import command_of
+from unilab_gpu.deploy.rotations import quat_conjugate, quat_mul, rotate, rotate_inverse, yaw_quat
+from unilab_gpu.deploy.terminations import build_fall_check, fall_check_builders
+from unilab_gpu.export.metadata import defining_path
+from unilab_gpu.managers.term import resolve_callable
+
+
+def policy_kind(meta: dict[str, Any]) -> str:
+    """``"tracking"`` (the policy reads a motion command) or ``"velocity"`` (a velocity command).
+
+    Raises:
+      DeploymentError: the policy reads neither (e.g. the pendulum): sim-to-sim has no start, command
+        or falls for it.
+    """
+    if command_of(meta, "motion") is not None:
+        return "tracking"
+    if command_of(meta, "velocity") is not None:
+        return "velocity"
+    commands = {name: c["func"] for name, c in meta["commands"].items()}
+    raise DeploymentError(
+        f"the policy ({meta.get('task')}) reads neither a velocity nor a motion command (its commands: {commands}); "
+        "sim-to-sim runs velocity and tracking policies of a floating-base robot"
+    )
+
+
+@dataclass(frozen=True)
+class FallRule:
+    """When a run counts a fall: the failure terminations (not ``time_out``) of the policy's task
+    config, with the training run's overrides, that have a runtime twin
+    (:mod:`unilab_gpu.deploy.terminations`), so sim-to-sim and training judge a state alike.
+
+    ``counted`` holds ``(name, func, params)`` of each such termination in the twin table's order
+    (``func`` the path where the term is defined, whatever spelling the YAML used); ``uncounted``
+    the ``(name, func)`` of failure terminations without a twin, which a report lists.
+    """
+
+    counted: tuple[tuple[str, str, dict[str, Any]], ...]
+    uncounted: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of_task(cls, meta: dict[str, Any]) -> FallRule:
+        """The rule of ``meta``'s task and overrides.
+
+        Raises:
+          DeploymentError: no failure termination of the task has a twin (nothing to count falls by).
+        """
+        from unilab_gpu.envs.make_env import load_task_cfg  # the training side's config
+
+        task = meta.get("task")
+        cfg = load_task_cfg(task, meta.get("env_overrides") or [])
+        order = list(fall_check_builders())
+        counted, uncounted = [], []
+        for name, term in cfg.terminations.items():
+            if term is None or term.time_out:
+                continue
+            func = defining_path(resolve_callable(term.func, f"terminations.{name}.func"))
+            if func in order:
+                counted.append((name, func, dict(term.params)))
+            else:
+                uncounted.append((name, func))
+        if not counted:
+            failures = [f"{name} ({func})" for name, func in uncounted] or "none"
+            raise DeploymentError(
+                f"task '{task}' has no failure termination with a runtime twin to count falls by "
+                f"(its failure terminations: {failures}; twins: {order})"
+            )
+        counted.sort(key=lambda entry: order.index(entry[1]))
+        return cls(tuple(counted), tuple(uncounted))
+
+
+def find_motion(name: str, policy_path: str | Path | None) -> Path:
+    """The motion file a policy's metadata names: ``name`` as a path (absolute, or relative to the
+    current folder), else its file name beside the policy file or in the current folder.
+
+    Raises:
+      DeploymentError: none of those exists; names every place looked and ``--motion``.
+    """
+    given = Path(name).expanduser()
+    places = [given]
+    if policy_path is not None:
+        places.append(Path(policy_path).parent / given.name)
+    places.append(Path(given.name))
+    unique = list(dict.fromkeys(places))
+    for place in unique:
+        if place.is_file():
+            return place
+    raise DeploymentError(
+        f"the policy's motion '{name}' (metadata commands.*.params.motion_files) is not at "
+        f"{', '.join(str(p) for p in unique)}; give the clip with --motion FILE"
+    )
+
+
+def load_reference(
+    meta: dict[str, Any], model: mujoco.MjModel, motion: str | None, policy_path: str | Path | None = None
+) -> tuple[ReferenceMotion, str] | None:
+    """The reference of a tracking policy at its control rate and its name; ``None`` for others.
+
+    ``motion`` (any format ``unilab-motion`` reads) or else the metadata's: its first motion file
+    (:func:`find_motion`), or its synthetic clip.
+    """
+    from unilab_gpu.motion import RobotKinematics, load_motion, synthesize_clip  # the training side converts
+
+    command = command_of(meta, "motion")
+    if command is None:
+        if motion is not None:
+            raise DeploymentError(f"--motion: the policy ({meta.get('task')}) follows no motion command")
+        return None
+    fps = 1.0 / meta["control_dt"]
+    kinematics = RobotKinematics(model)
+    params = command["params"]
+    files = list(params.get("motion_files") or [])
+    if motion is not None or files:
+        path = Path(motion).expanduser() if motion is not None else find_motion(str(files[0]), policy_path)
+        clip = load_motion(path, fps=fps, kinematics=kinematics)
+        name = str(path)
+    else:
+        seconds, seed = params.get("synthetic_seconds", 10.0), params.get("synthetic_seed", 0)
+        clip = synthesize_clip(seconds, seed, fps=fps, kinematics=kinematics)
+        name = f"synthetic (seconds {seconds:g}, seed {seed})"
+    return ReferenceMotion(clip.fps, clip.joint_names, clip.body_names, **clip.arrays()), name
+
+
+def control_steps(seconds: float, control_dt: float) -> int:
+    """Whole control steps in ``seconds`` (a step that does not fit is not taken).
+
+    Raises:
+      DeploymentError: not even one fits.
+    """
+    steps = math.floor(seconds / control_dt + 1e-6)
+    if steps < 1:
+        raise DeploymentError(
+            f"--seconds {seconds:g} is less than one control step of the policy ({control_dt:g} s); nothing would run"
+        )
+    return steps
+
+
+class Sim2Sim:
+    """One run of a policy in MuJoCo C, with the statistics of the module docstring.
+
+    Args:
+      controller: the runtime, with the reference of a tracking policy.
+      command: ``[v_x, v_y, omega_z]`` of a velocity policy (``None``: standing, or tracking).
+      falls: the failure terminations counted (:class:`FallRule`).
+    """
+
+    def __init__(self, controller: Controller, command: Sequence[float] | None, falls: FallRule) -> None:
+        self.controller = ctl = controller
+        self.model = model = controller.model
+        self.data = mujoco.MjData(model)
+        meta = controller.metadata
+        self.tracking = controller.reference is not None
+        if not self.tracking:
+            ctl.command = np.asarray(command if command is not None else [0.0, 0.0, 0.0])
+        self.falls = falls
+        self.fall_checks = [build_fall_check(ctl.context, name, func, params) for name, func, params in falls.counted]
+        self.falls_are = " or ".join(check.text for check in self.fall_checks)
+        """The counted failure terminations in words (the report's ``falls_are``)."""
+        self.root_qpos = ctl.context.root_qpos
+        self.effort = np.array([np.inf if e is None else e for e in meta["effort_limit"]])
+        ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in meta["joint_names"]]
+        limited = model.jnt_limited[ids].astype(bool)
+        self.joint_low = np.where(limited, model.jnt_range[ids, 0], -np.inf)
+        self.joint_high = np.where(limited, model.jnt_range[ids, 1], np.inf)
+        if self.tracking:
+            params = ctl.motion_command["params"]
+            self.tracked = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, n) for n in params["body_names"]]
+            self.tracked_columns = [ctl.reference.body_column(n) for n in params["body_names"]]
+            self.anchor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, params["anchor_body"])
+            self.anchor_column = ctl.reference.body_column(params["anchor_body"])
+        self._substep_torque = 0.0
+        self._substep_ratio = 0.0
+        self.start()
+
+    def start(self, time: float = 0.0, phase: float = 0.0) -> None:
+        """Put the robot at its start: the keyframe, or the reference at ``time``."""
+        ctl, model, data = self.controller, self.model, self.data
+        keyframe = ctl.metadata.get("keyframe")
+        key = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, keyframe) if keyframe else -1
+        if key >= 0:
+            mujoco.mj_resetDataKeyframe(model, data, key)
+        else:
+            mujoco.mj_resetData(model, data)
+        if self.tracking:
+            qpos, qvel = ctl.reference.state(ctl.reference.frame_at(time))
+            joints = ctl.context
+            data.qpos[self.root_qpos : self.root_qpos + 7] = qpos[:7]
+            data.qvel[:6] = qvel[:6]
+            data.qpos[joints.joint_qpos], data.qvel[joints.joint_qvel] = qpos[7:], qvel[6:]
+        ctl.reset(data, time=time, phase=phase)
+
+    def _watch(self, data: mujoco.MjData) -> None:
+        tau = np.abs(self.controller.pd_torque(data))
+        self._substep_torque = max(self._substep_torque, float(np.max(tau - self.effort)))
+        self._substep_ratio = max(self._substep_ratio, float(np.max(tau / self.effort)))
+
+    def fallen(self, frame: int) -> bool:
+        """Whether the state fails a counted termination (:class:`FallRule`); ``frame``: the
+        reference frame the last step followed."""
+        return any(check.check(self.data, frame) for check in self.fall_checks)
+
+    def errors(self, frame: int) -> dict[str, float]:
+        """This step's tracking errors (after physics; ``frame``: the reference frame it followed)."""
+        data, ctl = self.data, self.controller
+        if not self.tracking:
+            quat = data.qpos[self.root_qpos + 3 : self.root_qpos + 7]
+            lin_vel_b = rotate_inverse(quat, data.qvel[0:3])
+            command = ctl.command
+            return {
+                "lin_vel_error_mps": float(np.linalg.norm(command[:2] - lin_vel_b[:2])),
+                "yaw_rate_error_radps": float(abs(command[2] - data.qvel[5])),
+            }
+        ref = ctl.reference
+        target = ref.body_pos_w[frame, self.tracked_columns]
+        robot = data.xpos[self.tracked]
+        # Re-anchored as the tracking task scores: the reference moved to the robot anchor's xy and heading.
+        ref_anchor_pos, ref_anchor_quat = (
+            ref.body_pos_w[frame, self.anchor_column],
+            ref.body_quat_w[frame, self.anchor_column],
+        )
+        heading = yaw_quat(quat_mul(data.xquat[self.anchor], quat_conjugate(ref_anchor_quat)))
+        shift = np.array([*data.xpos[self.anchor, :2], ref_anchor_pos[2]])
+        anchored = np.array([shift + rotate(heading, p - ref_anchor_pos) for p in target])
+        return {
+            "body_pos_error_m": float(np.linalg.norm(target - robot, axis=1).mean()),
+            "body_pos_error_anchored_m": float(np.linalg.norm(anchored - robot, axis=1).mean()),
+        }
+
+    def run(
+        self,
+        seconds: float,
+        on_frame: Callable[[mujoco.MjData, np.ndarray | None], None] | None = None,
+        on_step: Callable[[int, int, int], None] | None = None,
+    ) -> dict[str, Any]:
+        """Run the whole control steps in ``seconds`` (:func:`control_steps`); returns the per-second
+        rows and the summary of the steps taken, and ``steps``.
+
+        A ``KeyboardInterrupt`` ends the run early: the result then covers the steps completed
+        before it, with ``interrupted`` true (``None`` rows and summary when none was).
+
+        Args:
+          on_frame: ``on_frame(data, ghost_qpos)`` after each control step (video).
+          on_step: ``on_step(steps_done, steps, falls)`` after each control step (progress).
+        """
+        ctl = self.controller
+        steps = control_steps(seconds, ctl.control_dt)
+        per_second: list[dict[str, Any]] = []
+        done, falls, interrupted = 0, 0, False
+        steps_per_second = round(1.0 / ctl.control_dt)
+        try:
+            for step in range(steps):
+                if step % steps_per_second == 0:
+                    row = {"second": len(per_second), "falls": 0, "steps": 0, "sums": {}}
+                    per_second.append(row | {"joint": 0.0, "torque": 0.0, "ratio": 0.0})
+                second = per_second[-1]
+                frame = ctl.frame
+                self._substep_torque, self._substep_ratio = -np.inf, 0.0
+                ctl.step(self.data, on_substep=self._watch)
+                q = self.data.qpos[ctl.joint_qpos]
+                excess = float(np.max(np.maximum(self.joint_low - q, q - self.joint_high)))
+                errors = self.errors(frame)
+                fell = self.fallen(frame)
+                # The step's numbers are recorded together, so an interrupt leaves no half-counted step.
+                second["joint"] = max(second["joint"], excess)
+                second["torque"] = max(second["torque"], self._substep_torque)
+                second["ratio"] = max(second["ratio"], self._substep_ratio)
+                for name, value in errors.items():
+                    second["sums"][name] = second["sums"].get(name, 0.0) + value
+                second["steps"] += 1
+                second["falls"] += int(fell)
+                done, falls = done + 1, falls + int(fell)
+                if on_frame is not None:
+                    on_frame(self.data, ctl.reference.state(ctl.frame)[0] if self.tracking else None)
+                if fell:
+                    self.start(time=ctl.time, phase=ctl.phase)
+                if on_step is not None:
+                    on_step(done, steps, falls)
+        except KeyboardInterrupt:
+            interrupted = True
+        rows = [_row(s) for s in per_second if s["steps"]]
+        return {
+            "steps": done,
+            "interrupted": interrupted,
+            "per_second": rows,
+            "summary": _summary(rows) if rows else None,
+        }
+
+
+def _row(second: dict[str, Any]) -> dict[str, Any]:
+    row = {"second": second["second"], "falls": second["falls"]}
+    row.update({name: total / second["steps"] for name, total in second["sums"].items()})
+    row["joint_limit_excess_rad"] = max(second["joint"], 0.0)
+    row["torque_limit_excess_nm"] = max(second["torque"], 0.0)
+    row["peak_torque_over_limit"] = second["ratio"]
+    return row
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    means = [k for k in rows[0] if k.endswith(("_mps", "_radps", "_m"))]
+    summary: dict[str, Any] = {"falls": sum(r["falls"] for r in rows)}
+    summary.update({k: float(np.mean([r[k] for r in rows])) for k in means})
+    for key in ("joint_limit_excess_rad", "torque_limit_excess_nm", "peak_torque_over_limit"):
+        summary[key] = max(r[key] for r in rows)
+    return summary
+
+
+def sim2sim(
+    policy_path: str | Path,
+    command: Sequence[float] | None = None,
+    motion: str | None = None,
+    seconds: float | None = None,
+    video: str | Path | None = None,
+    model_path: str | Path | None = None,
+    on_step: Callable[[int, int, int], None] | None = None,
+    announce: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run ``policy_path`` in MuJoCo C; returns the report (docs/deploy.md).
+
+    ``seconds`` is rounded down to whole control steps (at least one); ``seconds`` in the report is
+    the time simulated. On ``KeyboardInterrupt`` during the run the report covers the steps taken
+    (``interrupted``: true) and the video, if any, holds their frames.
+
+    Args:
+      on_step: progress callback, see :meth:`Sim2Sim.run`.
+      announce: receives the one-line description of the run before it starts.
+    """
+    from unilab_gpu.paths import robot_asset
+
+    policy = PolicyFile(policy_path)
+    meta = policy.metadata
+    kind = policy_kind(meta)
+    mjcf = Path(model_path) if model_path is not None else robot_asset(meta.get("robot_model") or "g1")
+    model = mujoco.MjModel.from_xml_path(str(mjcf))
+    if kind == "velocity" and motion is not None:
+        raise DeploymentError(f"--motion: the policy ({meta.get('task')}) follows no motion command")
+    if kind == "velocity" and command is None:
+        raise DeploymentError("--command vx,vy,wz is required for a velocity policy")
+    if kind == "tracking" and command is not None:
+        raise DeploymentError("--command applies to velocity policies; this one follows a motion (--motion)")
+    loaded = load_reference(meta, model, motion, policy_path)
+    reference, motion_name = loaded if loaded is not None else (None, None)
+    controller = Controller(policy, model, reference)
+    if seconds is None:
+        seconds = reference.duration if reference is not None else 20.0
+    if reference is not None and seconds > reference.duration + 1e-9:
+        announce(f"unilab-sim2sim: the reference lasts {reference.duration:.2f} s; running {reference.duration:.2f} s")
+        seconds = reference.duration
+    control_steps(seconds, controller.control_dt)  # refuse before the model and renderer are set up
+    falls = FallRule.of_task(meta)
+    run = Sim2Sim(controller, command, falls)
+    announce(
+        f"unilab-sim2sim: {meta.get('task')} / {meta.get('algo')} policy {policy_path} on {mjcf.name} in MuJoCo "
+        f"{mujoco.__version__} (C) for {seconds:g} s, "
+        + (f"motion {motion_name}" if reference is not None else f"command {list(command)}")
+    )
+    recorder = _VideoFrames(model) if video is not None else None
+    started = time.perf_counter()
+    try:
+        result = run.run(seconds, recorder, on_step)
+        if recorder is not None and recorder.frames:
+            recorder.save(video, 1.0 / controller.control_dt)
+    finally:
+        if recorder is not None:
+            recorder.close()
+    steps = result.pop("steps")
+    return {
+        "policy": str(policy_path),
+        "task": meta.get("task"),
+        "algo": meta.get("algo"),
+        "mjcf": str(mjcf),
+        "engine": f"MuJoCo {mujoco.__version__} (C)",
+        "command": None if reference is not None else [float(c) for c in command],
+        "motion": motion_name,
+        "seconds": round(steps * controller.control_dt, 9),
+        "control_dt": controller.control_dt,
+        "physics_dt": float(model.opt.timestep),
+        "falls_are": run.falls_are,
+        "falls_not_counted": [f"{name} ({func}): no runtime twin" for name, func in falls.uncounted],
+        "wall_seconds": round(time.perf_counter() - started, 2),
+        **result,
+    }
+
+
+class _VideoFrames:
+    """Frames of the run after each control step (the reference as a ghost), then an MP4."""
+
+    def __init__(self, model: mujoco.MjModel) -> None:
+        from unilab_gpu.render.offscreen import OffscreenRenderer
+
+        root = int(model.jnt_bodyid[0]) if model.njnt else 1
+        self.renderer = OffscreenRenderer(model, body=max(root, 1))
+        self.frames: list[np.ndarray] = []
+
+    def __call__(self, data: mujoco.MjData, ghost_qpos: np.ndarray | None) -> None:
+        self.frames.append(self.renderer.render(data, ghost_qpos))
+
+    def save(self, path: str | Path, fps: float) -> None:
+        from unilab_gpu.render.video import write_video
+
+        write_video(path, self.frames, fps)
+
+    def close(self) -> None:
+        self.renderer.close()
