@@ -17,10 +17,19 @@ def velocity_command(env: EnvView, command_name: str = "twist") -> torch.Tensor:
     return env.command_manager.get(command_name).command
 
 
-def gait_phase(env: EnvView, command_name: str = "twist") -> torch.Tensor:
-    """``[sin phi, cos phi]`` of the left foot's gait phase, ``(num_envs, 2)``."""
+def gait_phase(
+    env: EnvView, command_name: str = "twist", phase_offsets: list[float] | None = None
+) -> torch.Tensor:
+    """``[sin(phi + o_f), cos(phi + o_f)]`` per foot offset ``o_f``, foot after foot, ``(num_envs, 2 N)``.
+
+    ``phi`` is the command's gait phase; the default (no offsets) observes it alone,
+    ``[sin phi, cos phi]``, which suffices whenever the feet's offsets are fixed (the policy learns
+    them); give ``FeetPhase``'s offsets to observe each foot's own clock.
+    """
     phase = env.command_manager.get(command_name).phase
-    return torch.stack([torch.sin(phase), torch.cos(phase)], dim=1)
+    # Offsets stay Python floats: no tensor is built inside the step (CUDA-graph capture).
+    feet = [phase + float(o) for o in ([0.0] if phase_offsets is None else phase_offsets)]
+    return torch.stack([f for foot in feet for f in (torch.sin(foot), torch.cos(foot))], dim=1)
 
 
 def root_lin_vel_b(env: EnvView) -> torch.Tensor:

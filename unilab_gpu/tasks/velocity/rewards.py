@@ -92,14 +92,15 @@ class FeetPhase:
     """``exp(-sum_f (h_f - h*_f)^2 / sigma)``: the feet follow the gait clock's swing heights.
 
     ``h_f`` is the height of each foot site above its height in the default (keyframe) pose, so a
-    foot flat on the ground has ``h = 0`` whatever the site's offset from the sole. The left foot
-    (first site) follows the command's gait phase, the right one (second site) is half a cycle
-    behind.
+    foot flat on the ground has ``h = 0`` whatever the site's offset from the sole. Foot ``f``
+    follows the command's gait phase plus its offset, ``phi + o_f``.
 
     Args:
-      site_names: the left and right foot sites.
+      site_names: the N foot sites.
       swing_height: peak height of the target (m).
       sigma: error scale (m^2).
+      phase_offsets: ``o_f`` per site (rad), e.g. ``[0, pi, pi, 0]`` for a trot (FL, FR, RL, RR).
+        Default, for two sites only: ``[0, pi]``, a biped's alternating feet (left, right).
     """
 
     def __init__(
@@ -109,9 +110,19 @@ class FeetPhase:
         swing_height: float,
         sigma: float,
         command_name: str = "twist",
+        phase_offsets: list[float] | None = None,
     ) -> None:
-        if site_ids.shape != (2,):
-            raise ValueError(f"FeetPhase site_names must name two sites (left, right), got {site_ids.shape[0]}")
+        if phase_offsets is None:
+            if site_ids.shape != (2,):
+                raise ValueError(
+                    f"FeetPhase phase_offsets: give one offset per foot for {site_ids.shape[0]} site_names "
+                    "(the default [0, pi] is for two feet)"
+                )
+            phase_offsets = [0.0, math.pi]
+        if len(phase_offsets) != site_ids.shape[0]:
+            raise ValueError(
+                f"FeetPhase phase_offsets: expected one offset per site ({site_ids.shape[0]}), got {len(phase_offsets)}"
+            )
         m = env.sim.mj_model
         data = mujoco.MjData(m)
         if env.robot.keyframe is not None:
@@ -121,7 +132,7 @@ class FeetPhase:
         self.rest_height = torch.tensor(
             data.site_xpos[site_ids.cpu().numpy(), 2], dtype=torch.float32, device=env.device
         )
-        self.offsets = torch.tensor([0.0, math.pi], device=env.device)
+        self.offsets = torch.tensor([float(o) for o in phase_offsets], dtype=torch.float32, device=env.device)
         self.swing_height, self.sigma, self.command_name = swing_height, sigma, command_name
 
     def __call__(self, env: EnvView) -> torch.Tensor:
