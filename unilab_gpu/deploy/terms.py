@@ -55,7 +55,7 @@ class TermContext:
     velocity_command: np.ndarray = field(default_factory=lambda: np.zeros(3))
     """``[v_x, v_y, omega_z]`` in the base frame (m/s, rad/s)."""
     phase: float = 0.0
-    """Gait phase of the left foot, rad."""
+    """The velocity command's gait phase, rad (each foot's clock adds its offset)."""
     reference: ReferenceMotion | None = None
     frame: int = 0
     """The reference frame the policy observes now."""
@@ -123,9 +123,12 @@ def velocity_command(ctx: TermContext, term: str, command_name: str = "twist") -
     return lambda data: ctx.velocity_command.astype(np.float64)
 
 
-def gait_phase(ctx: TermContext, term: str, command_name: str = "twist") -> Reader:
+def gait_phase(
+    ctx: TermContext, term: str, command_name: str = "twist", phase_offsets: list[float] | None = None
+) -> Reader:
     ctx.command(command_name, VELOCITY_COMMAND, term)
-    return lambda data: np.array([np.sin(ctx.phase), np.cos(ctx.phase)])
+    offsets = np.array([0.0] if phase_offsets is None else phase_offsets, dtype=np.float64)
+    return lambda data: np.stack([np.sin(ctx.phase + offsets), np.cos(ctx.phase + offsets)], axis=1).reshape(-1)
 
 
 def motion_command(ctx: TermContext, term: str, command_name: str = "motion") -> Reader:
