@@ -18,7 +18,6 @@ first case). JSON with machine info, written atomically.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import tempfile
@@ -30,7 +29,7 @@ from unilab_gpu.cli.play import play
 from unilab_gpu.deploy import PolicyFile
 from unilab_gpu.export.sim2sim import sim2sim
 from unilab_gpu.profiling.machine_info import machine_info
-from unilab_gpu.utils.files import check_output, write_atomic
+from unilab_gpu.utils.files import check_output, portable_paths, write_atomic, write_json_atomic
 
 TRAINING_ENV_KEYS = (
     "velocity/lin_vel_error_mps",
@@ -98,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         "cases": cases,
         "machine": machine_info("cpu"),
     }
-    write_atomic(args.out, lambda file: file.write((json.dumps(result, indent=2) + "\n").encode()))
+    # Committed reports name the model and clip relative to the repository, not by this machine's paths.
+    write_json_atomic(args.out, portable_paths(result))
     print(f"wrote {args.out}")
     return 0
 
