@@ -5,18 +5,21 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
+import mujoco
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from unilab_gpu import list_tasks
 from unilab_gpu.envs.env_cfg import EnvCfg, typed_terms
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
-from unilab_gpu.paths import CONFIGS_DIR, config_roots
+from unilab_gpu.envs.robot_check import check_robot
+from unilab_gpu.paths import CONFIGS_DIR, config_roots, robot_asset
 
 SCHEMA_NAME = "env_cfg_schema"
 """Task YAMLs list this first in their ``defaults`` so Hydra checks keys and types against ``EnvCfg``."""
@@ -42,27 +45,75 @@ def load_task_cfg(task: str, overrides: Sequence[str] = ()) -> EnvCfg:
             f"task '{task}': 'overrides' must be a list of 'key=value' strings, e.g. ['episode_length_s=5'], "
             f"got {overrides!r}"
         )
+    return _load(task, overrides)[0]
+
+
+def _load(task: str, overrides: Sequence[str]) -> tuple[EnvCfg, Path | None]:
+    """``load_task_cfg``, and the file of the task's robot config (None for a task without one)."""
     # Registered when a config is loaded, not at import: storing the same node again is a no-op.
     ConfigStore.instance().store(name=SCHEMA_NAME, node=EnvCfg)
+    robot_file = None
     try:
-        env_cfg: EnvCfg = OmegaConf.to_object(_compose(task, overrides))  # type: ignore[assignment]
+        composed, robot = _compose(task, overrides)
+        robot_file = _robot_config_file(robot)
+        env_cfg: EnvCfg = OmegaConf.to_object(composed)  # type: ignore[assignment]
     except (HydraException, OmegaConfBaseException) as error:
         cause = error.__cause__ if isinstance(error.__cause__, OmegaConfBaseException) else error
-        key = getattr(cause, "full_key", None)
-        message = " ".join(str(cause).split("\n")[0].split())
-        where = f" at '{key}'" if key else ""
-        hint = _override_hint(task, overrides, key, message)
-        raise ValueError(f"task '{task}': bad config{where}: {message}{hint}") from None
+        raise ValueError(f"task '{task}': {_explain(task, overrides, cause, robot_file)}") from None
     try:
-        return typed_terms(env_cfg)
+        return typed_terms(env_cfg), robot_file
     except ValueError as error:
         raise ValueError(f"task '{task}': {error}") from None
 
 
-def _compose(task: str, overrides: Sequence[str]) -> DictConfig:
+def _explain(task: str, overrides: Sequence[str], error: Exception, robot_file: Path | None) -> str:
+    """One line for a config Hydra or OmegaConf refused, naming the key (and the robot config's file
+    for a key of the robot config)."""
+    lines = str(error).split("\n")
+    in_robot = re.match(r"In 'robot/(.+)': \w+ raised while composing config:", lines[0])
+    if in_robot:  # a bad key or value in the robot config file itself
+        key = next((line.split("full_key:")[1].strip() for line in lines if "full_key:" in line), "robot")
+        key = key.removeprefix("robot.")
+        return f"robot config {_robot_config_file(in_robot[1])}: bad key '{key}': {' '.join(lines[1].split())}"
+    unknown_robot = re.search(r"Could not find 'robot/(.+)'", lines[0])
+    if unknown_robot:
+        folders = [root / "robot" for root in config_roots()]
+        known = sorted({p.stem for folder in folders for p in folder.glob("*.yaml")})
+        return f"no robot config '{unknown_robot[1]}.yaml' in {', '.join(map(str, folders))}; robots: {known}"
+    key = getattr(error, "full_key", None)
+    message = " ".join(lines[0].split())
+    missing = re.match(r"Interpolation key 'robot\.(.+)' not found", message) or re.match(
+        r"Missing mandatory value: robot\.(.+)", message
+    )
+    if missing and robot_file is not None:  # the task reads a key the robot config does not give
+        return f"robot config {robot_file} gives no '{missing[1]}', which the task reads at '{key}'"
+    where = f" at '{key}'" if key else ""
+    return f"bad config{where}: {message}{_override_hint(task, overrides, key, message)}"
+
+
+def _compose(task: str, overrides: Sequence[str]) -> tuple[DictConfig, str | None]:
+    """The composed config and the name of its robot config (None: the task has none)."""
     # Without changing the working directory or creating an output folder.
     with initialize_config_dir(config_dir=str(CONFIGS_DIR / "task"), version_base=None):
-        return compose(config_name=task, overrides=[*overrides, f"hydra.searchpath=[{_search_path()}]"])
+        cfg = compose(
+            config_name=task,
+            overrides=[*overrides, f"hydra.searchpath=[{_search_path()}]"],
+            return_hydra_config=True,
+        )
+    robot = cfg.hydra.runtime.choices.get("robot")
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg, robot
+
+
+def _robot_config_file(name: str | None) -> Path | None:
+    """The file Hydra read for robot config ``name``: the first config root that has it."""
+    if name is None:
+        return None
+    for root in config_roots():
+        if (root / "robot" / f"{name}.yaml").is_file():
+            return root / "robot" / f"{name}.yaml"
+    return None
 
 
 def _search_path() -> str:
@@ -86,7 +137,7 @@ def _override_hint(task: str, overrides: Sequence[str], key: str | None, message
     if override is None:
         return ""
     parent, _, name = key.rpartition(".")
-    base = _compose(task, ())
+    base = _compose(task, ())[0]
     node = OmegaConf.select(base, parent) if parent else base
     siblings = [str(k) for k in node] if isinstance(node, DictConfig) else []
     close = [f"'{parent}.{c}'" if parent else f"'{c}'" for c in difflib.get_close_matches(name, siblings, n=3)]
@@ -123,7 +174,24 @@ def make_env(
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
         raise TypeError(f"make_env: 'seed' must be a whole number in [0, 2**64), got {seed!r}")
-    cfg = load_task_cfg(task, overrides)
+    cfg, robot_file = _load(task, overrides)
+    if cfg.robot is not None:
+        _check_robot_model(task, cfg, robot_file)
     # Seeding is the caller's choice of a process-wide stream, not the env's: the env only draws.
     torch.manual_seed(seed)
     return ManagerBasedRlEnv(cfg, num_envs, device, name=task, **env_kwargs)
+
+
+def _check_robot_model(task: str, cfg: EnvCfg, robot_file: Path | None) -> None:
+    """Compile the robot's MJCF with MuJoCo and check it and the robot config against each other
+    (``envs.robot_check``), so a bad robot fails in one line before the env is built."""
+    model_file = Path(cfg.sim.model) if cfg.sim.model.endswith(".xml") else robot_asset(cfg.sim.model)
+    try:
+        model = mujoco.MjModel.from_xml_path(str(model_file))
+    except ValueError as error:  # MuJoCo's compiler: e.g. a keyframe of the wrong size
+        message = " ".join(str(error).removeprefix("Error: ").split())
+        raise ValueError(f"task '{task}': {model_file}: {message}") from None
+    try:
+        check_robot(cfg.robot, model, robot_file or "the robot section", model_file)
+    except ValueError as error:
+        raise ValueError(f"task '{task}': {error}") from None

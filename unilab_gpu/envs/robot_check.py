@@ -1,0 +1,67 @@
+"""Check a robot config (``configs/robot/<name>.yaml``) against its MJCF before an env is built.
+
+Every name the robot config gives must exist in the model, with the right kind (a ``<gyro>`` for
+``imu.gyro``...), and the model must keep the MJCF contract (``sim.robot_contract``). The errors
+are one line naming the key and the file, raised before anything is built or written.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import mujoco
+
+from unilab_gpu.envs.env_cfg import RobotCfg
+from unilab_gpu.sim.robot_contract import contract_errors
+
+_SENSOR_KINDS = {"gyro": mujoco.mjtSensor.mjSENS_GYRO, "velocimeter": mujoco.mjtSensor.mjSENS_VELOCIMETER}
+
+
+def check_robot(robot: RobotCfg, model: mujoco.MjModel, config_file: str | Path, model_file: str | Path) -> None:
+    """Raise ``ValueError`` (one line) for the first name of ``robot`` that ``model`` lacks, or the
+    first rule of the MJCF contract it breaks.
+
+    Args:
+      config_file: where ``robot`` came from, for the message.
+      model_file: the MJCF ``model`` was compiled from, for the message.
+    """
+    errors = contract_errors(model, robot.keyframe)
+    if errors:
+        raise ValueError(f"{model_file}: breaks the robot contract (docs/robots.md), {errors[0]}")
+
+    def names(kind: mujoco.mjtObj, count: int) -> list[str]:
+        return [mujoco.mj_id2name(model, kind, i) or "" for i in range(count)]
+
+    bodies = names(mujoco.mjtObj.mjOBJ_BODY, model.nbody)
+    sites = names(mujoco.mjtObj.mjOBJ_SITE, model.nsite)
+    sensors = names(mujoco.mjtObj.mjOBJ_SENSOR, model.nsensor)
+    joints = names(mujoco.mjtObj.mjOBJ_JOINT, model.njnt)
+    geoms = names(mujoco.mjtObj.mjOBJ_GEOM, model.ngeom)
+
+    def require(key: str, kind: str, wanted: Iterable[str], present: list[str], *, patterns: bool = False) -> None:
+        for name in wanted:
+            found = any(re.fullmatch(name, p) for p in present) if patterns else name in present
+            if not found:
+                close = difflib.get_close_matches(name, present, n=3)
+                hint = f"; close: {', '.join(close)}" if close else ""
+                what = f"pattern '{name}' matches no {kind}" if patterns else f"no {kind} '{name}'"
+                raise ValueError(f"{config_file}: '{key}': {model_file} has {what}{hint}")
+
+    require("torso_body", "body", [robot.torso_body], bodies)
+    for key, kind in _SENSOR_KINDS.items():
+        name = getattr(robot.imu, key)
+        require(f"imu.{key}", "sensor", [name], sensors)
+        if model.sensor_type[sensors.index(name)] != kind:
+            raise ValueError(f"{config_file}: 'imu.{key}': sensor '{name}' of {model_file} is not a <{key}>")
+    require("pose_weights", "joint", robot.pose_weights, joints, patterns=True)
+    if robot.feet is not None:
+        require("feet.sites", "site", robot.feet.sites, sites)
+        require("feet.bodies", "body", robot.feet.bodies, bodies)
+        require("feet.geoms", "geom", robot.feet.geoms, geoms, patterns=True)
+    if robot.tracking is not None:
+        require("tracking.bodies", "body", robot.tracking.bodies, bodies)
+        require("tracking.end_effectors", "body", robot.tracking.end_effectors, bodies)
+        require("tracking.allowed_contacts", "body", [robot.tracking.allowed_contacts], bodies, patterns=True)
