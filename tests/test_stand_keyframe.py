@@ -9,6 +9,7 @@ import sys
 import mujoco
 import numpy as np
 import pytest
+from robot_models import BIPED_POSE, biped_xml
 from script_helpers import SCRIPTS, load_script
 
 from unilab_gpu.paths import robot_asset
@@ -38,58 +39,16 @@ def test_tool_reproduces_the_committed_g1_keyframe() -> None:
     np.testing.assert_allclose(qpos[[7, 10, 11]], [-0.312, 0.669, -0.357])
 
 
-def _biped_xml(key: str = "") -> str:
-    """A small two-legged robot (not one of ours): hinge legs, position actuators, sphere feet."""
-    legs = "".join(
-        f"""
-      <body name="{side}_thigh" pos="0 {y} -0.05">
-        <joint name="{side}_hip" axis="0 1 0" range="-1.5 1.5"/>
-        <geom type="capsule" fromto="0 0 0 0 0 -0.2" size="0.02" mass="0.6"/>
-        <body name="{side}_shin" pos="0 0 -0.2">
-          <joint name="{side}_knee" axis="0 1 0" range="0 2.5"/>
-          <geom type="capsule" fromto="0 0 0 0 0 -0.2" size="0.02" mass="0.4"/>
-          <body name="{side}_foot" pos="0 0 -0.2">
-            <joint name="{side}_ankle" axis="0 1 0" range="-1 1"/>
-            <geom type="sphere" pos="-0.05 0 -0.02" size="0.015" condim="3" mass="0.05"/>
-            <geom type="sphere" pos="0.08 0 -0.02" size="0.015" condim="3" mass="0.05"/>
-          </body>
-        </body>
-      </body>"""
-        for side, y in (("left", 0.07), ("right", -0.07))
-    )
-    motors = "".join(
-        f'<position name="{side}_{j}" joint="{side}_{j}" kp="30" kv="1" forcerange="-15 15"/>'
-        for side in ("left", "right")
-        for j in ("hip", "knee", "ankle")
-    )
-    return f"""<mujoco model="biped">
-  <compiler angle="radian"/>
-  <option timestep="0.005" integrator="implicitfast"/>
-  <default><geom contype="1" conaffinity="0" condim="1"/><joint damping="0.2" armature="0.01"/></default>
-  <worldbody>
-    <geom name="floor" type="plane" size="0 0 0.05" conaffinity="1"/>
-    <body name="torso" pos="0 0 0.5">
-      <freejoint/>
-      <geom type="box" size="0.08 0.1 0.05" mass="3"/>{legs}
-    </body>
-  </worldbody>
-  <actuator>{motors}</actuator>
-  <keyframe>{key}</keyframe>
-</mujoco>
-"""
-
-
 def test_tool_gives_a_holding_key_for_another_robot(tmp_path) -> None:
     path = tmp_path / "biped.xml"
-    path.write_text(_biped_xml())
-    pose = [".*_hip=-0.4", ".*_knee=0.8", ".*_ankle=-0.4"]
+    path.write_text(biped_xml())
     run = subprocess.run(
-        [sys.executable, str(SCRIPTS / "stand_keyframe.py"), str(path), "--pose", *pose],
+        [sys.executable, str(SCRIPTS / "stand_keyframe.py"), str(path), "--pose", *BIPED_POSE],
         capture_output=True,
         text=True,
         check=True,
     )
-    path.write_text(_biped_xml(run.stdout))
+    path.write_text(biped_xml(run.stdout))
     model = mujoco.MjModel.from_xml_path(str(path))
     data = mujoco.MjData(model)
     mujoco.mj_resetDataKeyframe(model, data, model.key("stand").id)
@@ -114,7 +73,7 @@ def test_tool_gives_a_holding_key_for_another_robot(tmp_path) -> None:
 )
 def test_bad_input_names_the_argument(tmp_path, args: list[str], message: str) -> None:
     path = tmp_path / "biped.xml"
-    path.write_text(_biped_xml())
+    path.write_text(biped_xml())
     run = subprocess.run(
         [sys.executable, str(SCRIPTS / "stand_keyframe.py"), str(path), *args], capture_output=True, text=True
     )
