@@ -20,6 +20,7 @@ from unilab_gpu.envs.env_cfg import EnvCfg, typed_terms
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.envs.robot_check import check_robot
 from unilab_gpu.paths import CONFIGS_DIR, config_roots, robot_asset
+from unilab_gpu.utils.overrides import override_syntax_problem
 
 SCHEMA_NAME = "env_cfg_schema"
 """Task YAMLs list this first in their ``defaults`` so Hydra checks keys and types against ``EnvCfg``."""
@@ -69,6 +70,9 @@ def _load(task: str, overrides: Sequence[str]) -> tuple[EnvCfg, Path | None]:
 def _explain(task: str, overrides: Sequence[str], error: Exception, robot_file: Path | None) -> str:
     """One line for a config Hydra or OmegaConf refused, naming the key (and the robot config's file
     for a key of the robot config)."""
+    syntax = override_syntax_problem(overrides)
+    if syntax is not None:  # Hydra's lexer names neither the override nor the fix
+        return syntax
     lines = str(error).split("\n")
     in_robot = re.match(r"In 'robot/(.+)': \w+ raised while composing config:", lines[0])
     if in_robot:  # a bad key or value in the robot config file itself
@@ -93,17 +97,29 @@ def _explain(task: str, overrides: Sequence[str], error: Exception, robot_file: 
 
 def _compose(task: str, overrides: Sequence[str]) -> tuple[DictConfig, str | None]:
     """The composed config and the name of its robot config (None: the task has none)."""
-    # Without changing the working directory or creating an output folder.
-    with initialize_config_dir(config_dir=str(CONFIGS_DIR / "task"), version_base=None):
+    # Without changing the working directory or creating an output folder. Hydra finds a primary
+    # config only in the config dir, so that is the task's folder (the project's or a user's).
+    task_dirs = [root / "task" for root in config_roots()]
+    primary = next((folder for folder in task_dirs if (folder / f"{task}.yaml").is_file()), task_dirs[0])
+    with initialize_config_dir(config_dir=str(primary), version_base=None):
         cfg = compose(
             config_name=task,
-            overrides=[*overrides, f"hydra.searchpath=[{_search_path()}]"],
+            overrides=[*overrides, f"hydra.searchpath=[{_search_path(primary)}]"],
             return_hydra_config=True,
         )
     robot = cfg.hydra.runtime.choices.get("robot")
     with open_dict(cfg):
         del cfg["hydra"]
     return cfg, robot
+
+
+def _search_path(primary: Path) -> str:
+    """Where Hydra looks besides the task's folder: every other ``task/`` folder (the tasks and
+    bases a task inherits) and every config root (the ``robot`` group in ``<root>/robot/``), the
+    project's first."""
+    roots = config_roots()
+    folders = [folder for folder in (*(root / "task" for root in roots), *roots) if folder != primary]
+    return ",".join(f"'file://{folder}'" for folder in folders)  # quoted: a path may hold commas
 
 
 def _robot_config_file(name: str | None) -> Path | None:
@@ -114,14 +130,6 @@ def _robot_config_file(name: str | None) -> Path | None:
         if (root / "robot" / f"{name}.yaml").is_file():
             return root / "robot" / f"{name}.yaml"
     return None
-
-
-def _search_path() -> str:
-    """Where Hydra looks besides ``configs/task/`` (the tasks): every config root for the ``robot``
-    group (``<root>/robot/``), and the ``task/`` folder of each ``UNILAB_PATH`` folder for tasks."""
-    project, *users = config_roots()
-    folders = [project, *(folder for root in users for folder in (root / "task", root))]
-    return ",".join(f"'file://{folder}'" for folder in folders)  # quoted: a path may hold commas
 
 
 def _override_hint(task: str, overrides: Sequence[str], key: str | None, message: str) -> str:
