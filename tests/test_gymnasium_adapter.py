@@ -96,3 +96,26 @@ def test_dict_observations_and_bad_setup() -> None:
         GymVectorEnv(no_final)
     with pytest.raises(ValueError, match="group must be one of"):
         GymVectorEnv(env, group="critic")
+
+
+@pytest.mark.parametrize(
+    ("bad", "kind"),
+    [
+        (np.full((N, 1), "0.5"), "<U3"),
+        (np.array([[0.1], [None], [0.2], [0.3]], dtype=object), "object"),
+        (np.full((N, 1), 0.5, dtype=object), "object"),  # numbers, but in an object array
+        (np.full((N, 1), 0.5 + 1j), "complex128"),  # torch would drop the imaginary part
+        (torch.ones(N, 1, dtype=torch.bool), "bool"),
+        ([[0.1], [0.2, 0.3], [0.4], [0.5]], "rows of different lengths"),
+    ],
+)
+def test_actions_that_are_not_real_numbers_are_one_line(bad, kind) -> None:
+    envs = GymVectorEnv.make("pendulum", N, "cpu", compile=False)
+    envs.reset(seed=0)
+    before = envs.env.episode_length.clone()
+    with pytest.raises(TypeError) as refused:
+        envs.step(bad)
+    assert str(refused.value) == f"GymVectorEnv.step: actions must be real numbers of shape ({N}, 1), got {kind}"
+    assert torch.equal(envs.env.episode_length, before)  # no step was taken
+    obs, *_ = envs.step(np.zeros((N, 1), dtype=np.int64))  # integers are numbers
+    assert obs.shape == (N, envs.env.observation_dims["policy"])

@@ -105,11 +105,34 @@ class GymVectorEnv(gym.vector.VectorEnv):
     def step(self, actions):
         """``actions`` ``(num_envs, action_dim)``; returns ``(obs, reward, terminated, truncated,
         info)`` as torch tensors on the device (``info`` has ``final_obs`` and ``_final_obs``)."""
-        actions = torch.as_tensor(actions, dtype=torch.float32, device=self.device)
-        result = self.env.step(actions)
+        result = self.env.step(self._action_tensor(actions))
         ended = result.terminated | result.truncated
         info = {"final_obs": self._obs(result.final_obs), "_final_obs": ended}
         return self._obs(result.obs), result.reward.clone(), result.terminated.clone(), result.truncated.clone(), info
+
+    def _action_tensor(self, actions) -> torch.Tensor:
+        """``actions`` as float32 on the device; real numbers only (floats or integers).
+
+        Raises:
+            TypeError: strings, objects, booleans, complex numbers or ragged lists
+                (``torch.as_tensor`` refuses some with a traceback about NumPy types and silently
+                drops the imaginary part of others).
+        """
+        if isinstance(actions, torch.Tensor):
+            kind = str(actions.dtype).removeprefix("torch.")
+            numeric = not (actions.dtype.is_complex or actions.dtype == torch.bool)
+        else:
+            try:
+                actions = np.asarray(actions)
+                kind, numeric = str(actions.dtype), actions.dtype.kind in "fiu"
+            except ValueError:  # ragged nested lists
+                kind, numeric = "rows of different lengths", False
+        if not numeric:
+            raise TypeError(
+                f"GymVectorEnv.step: actions must be real numbers of shape ({self.num_envs}, {self.env.action_dim}), "
+                f"got {kind}"
+            )
+        return torch.as_tensor(actions, dtype=torch.float32, device=self.device)
 
     def _obs(self, groups: dict[str, torch.Tensor]):
         if self.group is None:

@@ -55,7 +55,27 @@ class RslRlVecEnv(VecEnv):
 
     @episode_length_buf.setter
     def episode_length_buf(self, value: torch.Tensor) -> None:
-        # The runner's init_at_random_ep_len assigns a new tensor; the env keeps its buffer.
+        """Set every row's episode age, whole numbers in ``[0, max_episode_length)`` (the runner's
+        ``init_at_random_ep_len`` draws them so). Checked on the host: set once, never in a step.
+
+        Raises:
+            ValueError: another shape, a non-integer type or an age out of range (an age past the
+                limit would end the episode at once, a negative one make it longer than the limit).
+        """
+        # The runner assigns a new tensor; the env keeps its buffer.
+        value = torch.as_tensor(value)
+        where = "RslRlVecEnv.episode_length_buf"
+        if value.shape != self.env.episode_length.shape or value.is_floating_point() or value.dtype == torch.bool:
+            raise ValueError(
+                f"{where}: expected whole numbers of shape ({self.num_envs},), got {value.dtype} of shape "
+                f"{tuple(value.shape)}"
+            )
+        low, high = int(value.min()), int(value.max())
+        if low < 0 or high >= self.max_episode_length:
+            raise ValueError(
+                f"{where}: episode ages must be in [0, {self.max_episode_length - 1}] (max_episode_length "
+                f"{self.max_episode_length}), got values from {low} to {high}"
+            )
         self.env.episode_length.copy_(value)
 
     def get_observations(self) -> TensorDict:
