@@ -79,7 +79,7 @@ def initial_pose(model: mujoco.MjModel, pose: dict[str, float], keyframe: str = 
             qpos[hinges[name]] = angle
     feet = [g for g in range(model.ngeom) if model.geom_condim[g] == 3 and model.geom_bodyid[g] > 0]
     if not feet or any(model.geom_type[g] != mujoco.mjtGeom.mjGEOM_SPHERE for g in feet):
-        raise ValueError("the feet (geoms with condim=\"3\") must be spheres for the tool to set them on the floor")
+        raise ValueError('the feet (geoms with condim="3") must be spheres for the tool to set them on the floor')
     data = mujoco.MjData(model)
     data.qpos[:] = qpos
     mujoco.mj_kinematics(model, data)

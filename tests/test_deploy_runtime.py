@@ -267,15 +267,16 @@ def test_unknown_terms_and_motions_of_another_robot_are_refused(cases, tmp_path)
 
 
 def test_canonical_clips_load_and_play_by_time(cases, tmp_path) -> None:
-    from unilab_gpu.motion import save_motion, synthesize_clip
+    from unilab_gpu.motion import RobotKinematics, save_motion, synthesize_clip
 
-    clip = synthesize_clip(2.0, 3, fps=50.0)
+    g1 = RobotKinematics.from_robot("g1")
+    clip = synthesize_clip(2.0, 3, fps=50.0, kinematics=g1)
     path = save_motion(clip, tmp_path / "clip.npz")
     reference = ReferenceMotion.load(path)
     np.testing.assert_array_equal(reference.body_pos_w, clip.body_pos_w)
     assert reference.frame_at(0.0) == 0 and reference.frame_at(0.02 * 7) == 7 and reference.frame_at(99.0) == 100
     with pytest.raises(DeploymentError, match="60 fps, the policy runs at 50 Hz"):
-        ReferenceMotion.load(save_motion(synthesize_clip(2.0, 3, fps=60.0), tmp_path / "c60.npz")).for_robot(
+        ReferenceMotion.load(save_motion(synthesize_clip(2.0, 3, fps=60.0, kinematics=g1), tmp_path / "c60.npz")).for_robot(
             clip.joint_names, [], 50.0, "c60.npz"
         )
 

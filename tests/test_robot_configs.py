@@ -98,10 +98,10 @@ MJCF_FILE = "assets/robots/biped/scene.xml"
 
 BAD_ROBOT_CONFIGS = {
     # case: (robot config changes, (file named, the rest of the line))
-    "body": ({"torso_body": "chest"}, (ROBOT_FILE, f"'torso_body': {{mjcf}} has no body 'chest'")),
+    "body": ({"torso_body": "chest"}, (ROBOT_FILE, "'torso_body': {mjcf} has no body 'chest'")),
     "site": (
         {"feet": {**BIPED["feet"], "sites": ["left_sole", "right_foot"]}},
-        (ROBOT_FILE, f"'feet.sites': {{mjcf}} has no site 'right_foot'; close: right_sole"),
+        (ROBOT_FILE, "'feet.sites': {mjcf} has no site 'right_foot'; close: right_sole"),
     ),
     "sensor": (
         {"imu": {"gyro": "gyro", "velocimeter": "imu_linvel"}},
@@ -141,8 +141,10 @@ BAD_MJCFS = {
         "breaks the robot contract (docs/robots.md), actuators: none",
     ),
     "velocity actuators": (
-        lambda f: [_edit_mjcf(f, f'<position name="{a}" joint="{a}" kp="30"', f'<velocity name="{a}" joint="{a}"')
-                   for a in ("left_hip", "left_knee", "left_ankle", "right_hip", "right_knee", "right_ankle")],
+        lambda f: [
+            _edit_mjcf(f, f'<position name="{a}" joint="{a}" kp="30"', f'<velocity name="{a}" joint="{a}"')
+            for a in ("left_hip", "left_knee", "left_ankle", "right_hip", "right_knee", "right_ankle")
+        ],
         "breaks the robot contract (docs/robots.md), actuators: actuator 'left_hip' is a velocity actuator",
     ),
     "keyframe of the wrong size": (
@@ -165,5 +167,5 @@ def _fails(folder: Path, file: str, message: str) -> None:
         make_env("biped_from_g1", num_envs=2, compile=False)
     line = str(error.value)
     assert "\n" not in line
-    assert line.startswith(f"task 'biped_from_g1': ") and str(folder / file) in line and message in line, line
+    assert line.startswith("task 'biped_from_g1': ") and str(folder / file) in line and message in line, line
     assert sorted(folder.rglob("*")) == before  # nothing written

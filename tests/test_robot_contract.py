@@ -57,13 +57,17 @@ BROKEN = {
         "joints: the first joint must be the floating base's free joint",
     ),
     "slide joint": (
-        lambda x: x.replace('<joint name="right_knee" axis="0 1 0" range="0 2.5"/>',
-                            '<joint name="right_knee" type="slide" axis="0 0 1" range="-0.1 0.1"/>'),
+        lambda x: x.replace(
+            '<joint name="right_knee" axis="0 1 0" range="0 2.5"/>',
+            '<joint name="right_knee" type="slide" axis="0 0 1" range="-0.1 0.1"/>',
+        ),
         "joints: joint 'right_knee' is a slide joint; every joint after the floating base must be a hinge",
     ),
     "no actuators": (_drop_actuators, "actuators: none; the contract needs one <position> actuator per hinge joint"),
     "actuator missing": (
-        lambda x: x.replace('<position name="right_ankle" joint="right_ankle" kp="30" kv="1" forcerange="-15 15"/>', ""),
+        lambda x: x.replace(
+            '<position name="right_ankle" joint="right_ankle" kp="30" kv="1" forcerange="-15 15"/>', ""
+        ),
         "actuators: 5 actuators for 6 hinge joints",
     ),
     "actuators out of joint order": (
@@ -75,12 +79,16 @@ BROKEN = {
         "actuators: actuator 'left_hip' is a velocity actuator; the contract needs position actuators",
     ),
     "motors": (
-        lambda x: x.replace('kp="30" kv="1" forcerange="-15 15"', 'forcerange="-15 15"').replace("<position ", "<motor "),
+        lambda x: x.replace('kp="30" kv="1" forcerange="-15 15"', 'forcerange="-15 15"').replace(
+            "<position ", "<motor "
+        ),
         "actuators: actuator 'left_hip' is a motor (torque) actuator; the contract needs position actuators",
     ),
     "no forcerange": (
-        lambda x: x.replace('name="left_knee" joint="left_knee" kp="30" kv="1" forcerange="-15 15"',
-                            'name="left_knee" joint="left_knee" kp="30" kv="1"'),
+        lambda x: x.replace(
+            'name="left_knee" joint="left_knee" kp="30" kv="1" forcerange="-15 15"',
+            'name="left_knee" joint="left_knee" kp="30" kv="1"',
+        ),
         "actuators: actuator 'left_knee' has no forcerange",
     ),
     "no velocimeter": (
@@ -88,8 +96,9 @@ BROKEN = {
         "sensors: no site carries both a <gyro> and a <velocimeter> sensor",
     ),
     "IMU split over two sites": (
-        lambda x: x.replace('<site name="imu"/>', '<site name="imu"/><site name="imu2"/>')
-        .replace('<velocimeter name="imu_linvel" site="imu"/>', '<velocimeter name="imu_linvel" site="imu2"/>'),
+        lambda x: x.replace('<site name="imu"/>', '<site name="imu"/><site name="imu2"/>').replace(
+            '<velocimeter name="imu_linvel" site="imu"/>', '<velocimeter name="imu_linvel" site="imu2"/>'
+        ),
         "sensors: no site carries both a <gyro> and a <velocimeter> sensor",
     ),
     "no stand keyframe": (
@@ -97,7 +106,7 @@ BROKEN = {
         "keyframe: no keyframe named 'stand'",
     ),
     "keyframe ctrl is the pose": (
-        lambda x: x[: x.index('ctrl="')] + '/>' + x[x.index('"/>', x.index('ctrl="')) + 3 :],
+        lambda x: x[: x.index('ctrl="')] + "/>" + x[x.index('"/>', x.index('ctrl="')) + 3 :],
         "keyframe: 'stand' does not hold its pose",
     ),
 }

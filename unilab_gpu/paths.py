@@ -59,4 +59,6 @@ def robot_asset(robot: str, file: str = "scene.xml") -> Path:
         if path.is_file():
             return path
     available = sorted({p.name for robots in robot_dirs if robots.is_dir() for p in robots.iterdir() if p.is_dir()})
-    raise FileNotFoundError(f"robot asset '{robot}/{file}' not found at {robot_dirs[0] / robot / file}; robots: {available}")
+    raise FileNotFoundError(
+        f"robot asset '{robot}/{file}' not found at {robot_dirs[0] / robot / file}; robots: {available}"
+    )

@@ -6,6 +6,10 @@ Examples::
     unilab-motion convert dance_beyondmimic.npz dance.npz
     unilab-motion info dance.npz
     unilab-motion synth synthetic.npz --seconds 20 --seed 3
+    unilab-motion convert walk.csv walk.npz --robot my_robot
+
+Every command works on one robot's joints and bodies: ``--robot`` (a folder under
+``assets/robots/`` or a ``UNILAB_PATH`` folder's; default g1, named in the output).
 
 Outputs must end in ``.npz``; an existing output is replaced only with ``--force`` (never the
 input itself or a run folder's files), and is written atomically. Bad input ends with a one-line
@@ -38,14 +42,22 @@ def _check_output(args: argparse.Namespace, inputs: tuple[Path, ...] = ()) -> No
 
 def _convert(args: argparse.Namespace) -> None:
     _check_output(args, (args.input,))
-    clip = load_motion(args.input, args.format, args.input_fps, args.fps, derive_velocities=args.derive_velocities)
+    kinematics = RobotKinematics.from_robot(args.robot)
+    clip = load_motion(
+        args.input,
+        args.format,
+        args.input_fps,
+        args.fps,
+        kinematics=kinematics,
+        derive_velocities=args.derive_velocities,
+    )
     path = save_motion(clip, args.output)
-    print(f"wrote {path}: {clip.num_frames} frames at {clip.fps:g} fps ({clip.duration:.2f} s)")
+    print(f"wrote {path}: {clip.num_frames} frames at {clip.fps:g} fps ({clip.duration:.2f} s) of robot {args.robot}")
 
 
 def _info(args: argparse.Namespace) -> None:
     source = read_source(args.file, args.format, args.input_fps)
-    clip = build_clip(source, RobotKinematics.from_robot("g1"), fps=None)
+    clip = build_clip(source, RobotKinematics.from_robot(args.robot), fps=None)
     summary = {
         "frames": clip.num_frames,
         "fps": clip.fps,
@@ -53,15 +65,17 @@ def _info(args: argparse.Namespace) -> None:
         "joints": len(clip.joint_names),
         "bodies": len(clip.body_names),
         "format": source.format,
+        "robot": args.robot,
     }
     print(json.dumps(summary))
 
 
 def _synth(args: argparse.Namespace) -> None:
     _check_output(args)
-    clip = synthesize_clip(seconds=args.seconds, seed=args.seed, fps=args.fps)
+    kinematics = RobotKinematics.from_robot(args.robot)
+    clip = synthesize_clip(seconds=args.seconds, seed=args.seed, fps=args.fps, kinematics=kinematics)
     path = save_motion(clip, args.output)
-    print(f"wrote {path}: {clip.num_frames} frames at {clip.fps:g} fps ({clip.duration:.2f} s)")
+    print(f"wrote {path}: {clip.num_frames} frames at {clip.fps:g} fps ({clip.duration:.2f} s) of robot {args.robot}")
 
 
 def _positive(text: str) -> float:
@@ -114,13 +128,17 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--input-fps", type=_fps, default=None)
     info.set_defaults(run=_info)
 
-    synth = commands.add_parser("synth", help="write a synthetic clip of the project's G1")
+    synth = commands.add_parser("synth", help="write a synthetic clip of the robot")
     synth.add_argument("output", type=Path)
     synth.add_argument("--seconds", type=_positive, default=10.0)
     synth.add_argument("--seed", type=_seed, default=0)
     synth.add_argument("--fps", type=_fps, default=CONTROL_FPS)
     synth.add_argument("--force", action="store_true", help="replace an existing output file")
     synth.set_defaults(run=_synth)
+    for command in (convert, info, synth):
+        command.add_argument(
+            "--robot", default="g1", help="the robot's folder under assets/robots or UNILAB_PATH (default: %(default)s)"
+        )
     return parser
 
 

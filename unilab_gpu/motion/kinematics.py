@@ -47,8 +47,9 @@ class RobotKinematics:
         self._root_of_body = model.body_rootid[1:]
 
     @classmethod
-    def from_robot(cls, robot: str = "g1") -> RobotKinematics:
-        """Kinematics of a project robot, e.g. ``from_robot("g1")`` loads ``assets/robots/g1/scene.xml``."""
+    def from_robot(cls, robot: str) -> RobotKinematics:
+        """Kinematics of a robot by folder name, e.g. ``from_robot("g1")`` loads
+        ``assets/robots/g1/scene.xml`` (``paths.robot_asset``: the project's robots, then ``UNILAB_PATH``'s)."""
         return cls(mujoco.MjModel.from_xml_path(str(robot_asset(robot))))
 
     @property

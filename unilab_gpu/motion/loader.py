@@ -53,10 +53,11 @@ def load_motion(
     format: str = "auto",
     input_fps: float | None = None,
     fps: float | None = CONTROL_FPS,
-    kinematics: RobotKinematics | None = None,
+    *,
+    kinematics: RobotKinematics,
     derive_velocities: bool = False,
 ) -> MotionClip:
-    """Load a motion file as a canonical clip of the robot (the project's G1 by default).
+    """Load a motion file as a canonical clip of the robot whose ``kinematics`` are given.
 
     Args:
         path: ``.npz`` (canonical, BeyondMimic/mjlab, holosoma, MotrixLab v1) or ``.csv``.
@@ -64,7 +65,8 @@ def load_motion(
         input_fps: frame rate of a CSV (default 30); for ``.npz`` files, which store ``fps``, it
             may only restate it.
         fps: output frame rate (default 50, the control rate); ``None`` keeps the file's.
-        kinematics: the robot model; default ``RobotKinematics.from_robot("g1")``.
+        kinematics: the robot model, e.g. ``RobotKinematics.from_robot("g1")``; the file's joints
+            and bodies are mapped to it by name.
         derive_velocities: ignore the file's velocities and derive them from the poses.
 
     Raises:
@@ -73,7 +75,6 @@ def load_motion(
     """
     try:
         source = read_source(path, format, input_fps)
-        kinematics = kinematics or RobotKinematics.from_robot("g1")
         return build_clip(source, kinematics, fps=fps, derive_velocities=derive_velocities)
     except MotionFormatError as error:  # name the file: it may be one of many in a config
         if str(path) in str(error):

@@ -61,7 +61,7 @@ def _nominal_pose(kinematics: RobotKinematics) -> np.ndarray:
 
 
 def synthesize_clip(
-    seconds: float = 10.0, seed: int = 0, fps: float = CONTROL_FPS, kinematics: RobotKinematics | None = None
+    seconds: float = 10.0, seed: int = 0, fps: float = CONTROL_FPS, *, kinematics: RobotKinematics
 ) -> MotionClip:
     """A smooth random clip of ``seconds`` (``round(seconds * fps) + 1`` frames) for the robot.
 
@@ -78,7 +78,6 @@ def synthesize_clip(
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise MotionFormatError(f"synthetic clip: 'seed' must be a whole number >= 0, got {seed!r}")
     check_fps(fps)
-    kinematics = kinematics or RobotKinematics.from_robot("g1")
     num_frames = round(seconds * fps) + 1
     check_clip_size(num_frames, kinematics.num_joints, kinematics.num_bodies, f"a synthetic clip of {seconds:g} s")
     rng = np.random.default_rng(seed)

@@ -57,7 +57,9 @@ def _actuators(model: mujoco.MjModel) -> str | None:
         name = _name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, a)
         if model.actuator_trntype[a] != mujoco.mjtTrn.mjTRN_JOINT or model.actuator_trnid[a, 0] != joint:
             expected = _name(model, mujoco.mjtObj.mjOBJ_JOINT, joint)
-            return f"actuators: actuator '{name}' must drive joint '{expected}' (one actuator per hinge, in joint order)"
+            return (
+                f"actuators: actuator '{name}' must drive joint '{expected}' (one actuator per hinge, in joint order)"
+            )
         kind = _actuator_kind(model, a)
         if kind != "position":
             return (
