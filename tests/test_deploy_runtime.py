@@ -276,9 +276,8 @@ def test_canonical_clips_load_and_play_by_time(cases, tmp_path) -> None:
     np.testing.assert_array_equal(reference.body_pos_w, clip.body_pos_w)
     assert reference.frame_at(0.0) == 0 and reference.frame_at(0.02 * 7) == 7 and reference.frame_at(99.0) == 100
     with pytest.raises(DeploymentError, match="60 fps, the policy runs at 50 Hz"):
-        ReferenceMotion.load(save_motion(synthesize_clip(2.0, 3, fps=60.0, kinematics=g1), tmp_path / "c60.npz")).for_robot(
-            clip.joint_names, [], 50.0, "c60.npz"
-        )
+        clip60 = save_motion(synthesize_clip(2.0, 3, fps=60.0, kinematics=g1), tmp_path / "c60.npz")
+        ReferenceMotion.load(clip60).for_robot(clip.joint_names, [], 50.0, "c60.npz")
 
 
 def test_cli_reports_and_writes_atomically(cases, tmp_path, capsys) -> None:
