@@ -1,0 +1,107 @@
+"""docs/robots.md, "Adding a robot", executed: a biped of the test's own (tests/robot_models.py, not
+one of the project's robots) is added exactly as the page says. The robot config and the task
+file are the page's YAML blocks, written where their first line says; the commands are the page's
+last block, run in order (with a tiny training budget and short rollouts appended). If the recipe
+drifts from the code, this fails."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from robot_models import biped_xml
+from script_helpers import SCRIPTS
+
+from unilab_gpu.cli.export import main as export_main
+from unilab_gpu.cli.play import main as play_main
+from unilab_gpu.cli.sim2sim import main as sim2sim_main
+from unilab_gpu.cli.train import main as train_main
+from unilab_gpu.paths import USER_PATH_ENV
+
+pytest.importorskip("onnxruntime")
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "robots.md"
+TINY_TRAINING = [
+    "env.num_envs=4",
+    "total_env_steps=16",
+    "log_every=1",
+    "progress=lines",
+    "algo.warmup_steps=1",
+    "algo.batch_size=8",
+    "algo.updates_per_step=1",
+    "algo.buffer_capacity_per_env=16",
+    "algo.actor_hidden_dims=[8]",
+    "algo.critic_hidden_dims=[8]",
+    "algo.num_atoms=11",
+]
+"""Appended to the page's ``unilab-train`` command: the recipe, not the learning, is under test."""
+
+
+def recipe() -> tuple[dict[str, str], list[list[str]]]:
+    """The page's "Adding a robot" section: its files (path from a YAML block's first line ->
+    text) and the commands of its bash block."""
+    text = DOC.read_text()
+    section = text[text.index("## Adding a robot") :]
+    section = section[: section.index("\n## ", 3)]
+    files, commands = {}, []
+    for lang, body in re.findall(r"```(\w*)\n(.*?)```", section, flags=re.S):
+        if lang == "yaml":
+            first = body.split("\n", 1)[0]
+            assert first.startswith("# "), f"a YAML block of the recipe starts with '# <path>': {first!r}"
+            files[first[2:].strip()] = body
+        elif lang == "bash":
+            commands = [shlex.split(line) for line in body.strip().splitlines()]
+    return files, commands
+
+
+@pytest.mark.slow
+def test_the_recipe_adds_a_robot_that_trains_exports_and_runs_in_mujoco(tmp_path, monkeypatch, capsys) -> None:
+    files, commands = recipe()
+    assert set(files) == {"configs/robot/biped.yaml", "configs/task/biped_velocity.yaml"}
+    assert len(files["configs/robot/biped.yaml"].strip().splitlines()) <= 30  # a small robot config
+    folder = tmp_path / "my_robots"
+    mjcf = folder / "assets" / "robots" / "biped" / "scene.xml"
+    mjcf.parent.mkdir(parents=True)
+    mjcf.write_text(biped_xml())  # the robot's MJCF, without its keyframe yet
+    for path, body in files.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_text(body)
+    monkeypatch.chdir(tmp_path)
+
+    ran = []
+    for command in commands:
+        name, args = command[0], command[1:]
+        if name == "export":
+            variable, value = args[0].split("=", 1)
+            assert variable == USER_PATH_ENV and value == "$PWD/my_robots"
+            monkeypatch.setenv(USER_PATH_ENV, str(folder))
+        elif name == "python":
+            assert args[0] == "scripts/stand_keyframe.py"
+            tool = subprocess.run(
+                [sys.executable, str(SCRIPTS / "stand_keyframe.py"), *args[1:]],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            mjcf.write_text(biped_xml(tool.stdout))  # pasted into <keyframe>
+        elif name == "unilab-train":
+            assert train_main([*args, *TINY_TRAINING]) == 0
+        elif name == "unilab-play":
+            assert play_main([*args, "--steps", "5", "--num-envs", "2"]) == 0
+        elif name == "unilab-export":
+            assert export_main(args) == 0
+        elif name == "unilab-sim2sim":
+            report = tmp_path / "sim2sim.json"
+            assert sim2sim_main([*args, "--seconds", "0.2", "--out", str(report)]) == 0
+            result = json.loads(report.read_text())
+            assert result["task"] == "biped_velocity" and result["seconds"] == pytest.approx(0.2)
+            assert result["mjcf"].endswith("biped/scene.xml")
+        else:
+            raise AssertionError(f"the recipe runs a command this test does not know: {command}")
+        ran.append(name)
+    assert ran == ["export", "python", "unilab-train", "unilab-play", "unilab-export", "unilab-sim2sim"]
