@@ -30,8 +30,9 @@ import torch
 from unilab_gpu.cli.bench import write_json_atomic
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.profiling.machine_info import machine_info
+from unilab_gpu.rl.agents import TINY_CONFIGS, algo_config, make_agent
 from unilab_gpu.rl.distributed import DataParallel, launch_from_env, rank_device
-from unilab_gpu.rl.trainer import TINY_CONFIGS, Trainer, TrainerSettings, algo_config, make_agent
+from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
 
 ALGO = {"batch_size": 256, "updates_per_step": 1, "warmup_steps": 5, "buffer_capacity_per_env": 128}
 """Tiny networks (``TINY_CONFIGS``) with a batch that makes the update a real share of the step."""
@@ -48,7 +49,9 @@ def worker(args: argparse.Namespace) -> None:
         env = make_env(args.task, num_envs=args.num_envs, device=device, compile=False, seed=rank, announce=False)
         cfg = algo_config({**TINY_CONFIGS[args.algo], **ALGO}, compile=False)
         agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
-        trainer = Trainer(env, agent, TrainerSettings(iterations=args.warmup, log_every=10**9), data_parallel=dp)
+        trainer = OffPolicyTrainer(
+            env, agent, TrainerSettings(iterations=args.warmup, log_every=10**9), data_parallel=dp
+        )
         trainer.train()  # warm-up: random actions, the first updates, first-call overheads
         if dp is not None:
             dp.agree(False, "barrier")

@@ -26,9 +26,10 @@ import msgspec
 import viser
 from websockets.sync.client import connect
 
-from unilab_gpu.cli.train import compose_train_config, make_trainer, resolve_auto
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.profiling.machine_info import machine_info
+from unilab_gpu.training.config import compose_train_config, resolve_auto
+from unilab_gpu.training.run import make_trainer
 from unilab_gpu.utils.files import write_atomic
 from unilab_gpu.viewer.live import LiveViewer
 

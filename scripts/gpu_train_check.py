@@ -30,11 +30,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from unilab_gpu.cli.train import build_run, compose_train_config, resolve_auto
 from unilab_gpu.envs.make_env import list_tasks
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.logger import RecordingLogger
 from unilab_gpu.rl.trainer import PHASES
+from unilab_gpu.training.config import compose_train_config, resolve_auto
+from unilab_gpu.training.run import build_run
 
 
 def run_check(args: argparse.Namespace) -> dict:

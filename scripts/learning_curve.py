@@ -39,12 +39,13 @@ from typing import NamedTuple
 
 import torch
 
-from unilab_gpu.cli.train import build_run, compose_train_config, resolve_auto
 from unilab_gpu.envs.make_env import load_task_cfg, make_env
 from unilab_gpu.managers.term import Term
 from unilab_gpu.profiling.machine_info import machine_info
+from unilab_gpu.rl.evaluation import agent_policy, evaluate
 from unilab_gpu.rl.logger import RecordingLogger
-from unilab_gpu.rl.trainer import agent_policy, evaluate
+from unilab_gpu.training.config import compose_train_config, resolve_auto
+from unilab_gpu.training.run import build_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_CLIP = ROOT.parent / "shared" / "motions" / "g1" / "largebox_carry.npz"

@@ -10,8 +10,8 @@ import pytest
 import torch
 from script_helpers import load_script
 
+from unilab_gpu.rl.agents import agent_from_checkpoint
 from unilab_gpu.rl.checkpoint import load_checkpoint
-from unilab_gpu.rl.trainer import agent_from_checkpoint
 
 
 def test_errors_are_averaged_by_steps_since_the_episodes_start() -> None:

@@ -18,13 +18,10 @@ from unilab_gpu.adapters.rsl_rl_env import RslRlVecEnv  # noqa: E402
 from unilab_gpu.cli.play import main as play_main  # noqa: E402
 from unilab_gpu.cli.train import main as train_main  # noqa: E402
 from unilab_gpu.envs.make_env import make_env  # noqa: E402
+from unilab_gpu.rl.agents import agent_from_checkpoint  # noqa: E402
 from unilab_gpu.rl.checkpoint import load_checkpoint  # noqa: E402
+from unilab_gpu.rl.evaluation import agent_policy, evaluate  # noqa: E402
 from unilab_gpu.rl.ppo import PpoTrainer  # noqa: E402
-from unilab_gpu.rl.trainer import (  # noqa: E402
-    agent_from_checkpoint,  # noqa: E402
-    agent_policy,
-    evaluate,
-)
 from unilab_gpu.utils.sync_audit import no_host_sync  # noqa: E402
 
 N, LENGTH = 4, 5
@@ -184,7 +181,7 @@ def test_ppo_presets_match_the_config_and_bad_keys_are_named() -> None:
 
     import yaml
 
-    from unilab_gpu.rl.off_policy import config_from_dict
+    from unilab_gpu.rl.config import config_from_dict
     from unilab_gpu.rl.ppo import PpoConfig, runner_config
 
     folder = Path(__file__).resolve().parents[1] / "configs" / "algo"

@@ -306,3 +306,17 @@ def test_overflow_flags_are_read_on_torchs_current_stream(monkeypatch) -> None:
 
     monkeypatch.setattr(wp.array, "numpy", unordered_read)
     assert np.all(sim.overflow_flags() & mjw.OverflowType.NEFC)
+
+
+def test_warp_cuda_output_comes_from_the_environment(monkeypatch) -> None:
+    """UNILAB_WARP_CUDA_OUTPUT=cubin makes Warp hand the driver CUBINs (what the GPU check runs);
+    a value Warp does not know is one line naming the variable."""
+    from unilab_gpu.sim.simulator import WARP_CUDA_OUTPUT_ENV
+
+    monkeypatch.setattr(wp.config, "cuda_output", None)
+    monkeypatch.setenv(WARP_CUDA_OUTPUT_ENV, "cubin")
+    Simulator.from_file("g1", 1)
+    assert wp.config.cuda_output == "cubin"
+    monkeypatch.setenv(WARP_CUDA_OUTPUT_ENV, "sass")
+    with pytest.raises(ValueError, match="UNILAB_WARP_CUDA_OUTPUT must be 'cubin' or 'ptx'.*'sass'"):
+        Simulator.from_file("g1", 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -27,6 +28,23 @@ overflows on the first step)."""
 DEFAULT_NCONMAX = 48
 """Contacts per world. The G1 has no self-collision, so contacts are robot geoms against the
 floor only: at most ~2 per capsule."""
+
+
+WARP_CUDA_OUTPUT_ENV = "UNILAB_WARP_CUDA_OUTPUT"
+"""Environment variable that sets what Warp hands the CUDA driver: ``cubin`` (native code compiled
+by NVRTC for the device's architecture) or ``ptx`` (the driver compiles it). Unset: Warp's own
+choice, PTX whenever the driver is at least as new as Warp's CUDA toolkit. The GPU check sets
+``cubin``, the path its bundle's self-built library was checked on."""
+
+
+def apply_warp_cuda_output() -> None:
+    """Set ``wp.config.cuda_output`` from :data:`WARP_CUDA_OUTPUT_ENV` (before any module loads)."""
+    value = os.environ.get(WARP_CUDA_OUTPUT_ENV, "").strip()
+    if not value:
+        return
+    if value not in ("cubin", "ptx"):
+        raise ValueError(f"{WARP_CUDA_OUTPUT_ENV} must be 'cubin' or 'ptx' (or unset), got {value!r}")
+    wp.config.cuda_output = value
 
 
 class SimulationOverflowError(RuntimeError):
@@ -112,6 +130,7 @@ class Simulator:
         self.mj_model = mj_model
         self.num_envs = num_envs
         set_warp_verbose(verbose)
+        apply_warp_cuda_output()
         self.torch_device = resolve_device(device)
         self.wp_device = warp_device(self.torch_device)
         self.cpu_graph = cpu_graph and self.wp_device.is_cpu
