@@ -172,7 +172,7 @@ import torch
 import warp, mujoco, mujoco_warp, hydra
 
 import unilab_gpu.cli.doctor, unilab_gpu.envs.make_env  # noqa: F401  (the GPU check's entry points)
-from unilab_gpu.cli.train import compose_train_config
+from unilab_gpu.training.config import compose_train_config
 
 for module in (warp, mujoco, mujoco_warp, hydra):
     assert module.__file__.startswith(site), f"{module.__name__} imported from {module.__file__}, not the bundle"

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
+from unilab_gpu.rl.agents import TINY_CONFIGS, algo_config, make_agent
 from unilab_gpu.rl.distributed import DataParallel, launch_from_env
-from unilab_gpu.rl.trainer import TINY_CONFIGS, algo_config, make_agent
 
 POLICY_DIM, CRITIC_DIM, ACT_DIM, BATCH = 3, 5, 2, 16
 UPDATES = 3
@@ -124,7 +124,8 @@ def learn(out_dir: Path, fleet_env_steps: int) -> None:
     from test_rl_learning import PENDULUM, evaluation_env
 
     from unilab_gpu.envs.make_env import make_env
-    from unilab_gpu.rl.trainer import Trainer, TrainerSettings, agent_policy, evaluate
+    from unilab_gpu.rl.evaluation import agent_policy, evaluate
+    from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
 
     launch = launch_from_env()
     assert launch is not None, "run with RANK / WORLD_SIZE set"
@@ -138,7 +139,7 @@ def learn(out_dir: Path, fleet_env_steps: int) -> None:
         agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
         iterations = fleet_env_steps // (env.num_envs * launch.world_size)
         settings = TrainerSettings(iterations=iterations, log_every=100, seed=seed)
-        trainer = Trainer(env, agent, settings, data_parallel=dp)
+        trainer = OffPolicyTrainer(env, agent, settings, data_parallel=dp)
         trainer.train()
     except BaseException:
         dp.close()

@@ -14,12 +14,12 @@ from omegaconf import OmegaConf
 from rl_agent_helpers import tensorboard_events
 from test_cli_train import TINY
 
-from unilab_gpu.cli import train as train_cli
 from unilab_gpu.cli.play import main as play_main
 from unilab_gpu.cli.train import INTERRUPTED_EXIT_CODE, main
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.managers.reward_manager import RewardManager
+from unilab_gpu.rl.agents import agent_from_checkpoint
 from unilab_gpu.rl.checkpoint import (
     LOCK_NAME,
     RunFolderError,
@@ -30,8 +30,10 @@ from unilab_gpu.rl.checkpoint import (
     resume_command,
     save_checkpoint,
 )
-from unilab_gpu.rl.off_policy import OffPolicyAgent, categorical_support, project_categorical
-from unilab_gpu.rl.trainer import Trainer, agent_from_checkpoint
+from unilab_gpu.rl.distributional import categorical_support, project_categorical
+from unilab_gpu.rl.off_policy import OffPolicyAgent
+from unilab_gpu.rl.trainer import OffPolicyTrainer
+from unilab_gpu.training import run as training_run
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
@@ -212,7 +214,7 @@ def test_printed_resume_command_survives_a_shell(tmp_path):
 
 def test_second_ctrl_c_during_the_final_save_finishes_the_save(tmp_path, capsys, monkeypatch):
     run_dir = tmp_path / "run"
-    real_save = train_cli.save_checkpoint
+    real_save = training_run.save_checkpoint
     calls = []
 
     def save_under_ctrl_c(path, payload):
@@ -221,7 +223,7 @@ def test_second_ctrl_c_during_the_final_save_finishes_the_save(tmp_path, capsys,
             os.kill(os.getpid(), signal.SIGINT)  # first: stop after this iteration; second: the final save
         return real_save(path, payload)
 
-    monkeypatch.setattr(train_cli, "save_checkpoint", save_under_ctrl_c)
+    monkeypatch.setattr(training_run, "save_checkpoint", save_under_ctrl_c)
     code = main([*TINY, "total_env_steps=400", "checkpoint_every=1", f"run_dir={run_dir}"])
     assert code == INTERRUPTED_EXIT_CODE
     out = capsys.readouterr().out
@@ -438,7 +440,7 @@ class OrderedDictSubclass(dict):
 
 
 def test_unwritable_run_root_is_named_before_the_env_is_built(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(train_cli, "make_env", lambda *a, **k: pytest.fail("built the env before checking"))
+    monkeypatch.setattr(training_run, "make_env", lambda *a, **k: pytest.fail("built the env before checking"))
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     assert main([*TINY, "total_env_steps=8", f"run_root={blocker / 'runs'}"]) == 2
@@ -449,14 +451,14 @@ def test_unwritable_run_root_is_named_before_the_env_is_built(tmp_path, capsys, 
 
 def test_full_disk_during_a_save_keeps_the_last_checkpoint_and_says_how_to_resume(tmp_path, capsys, monkeypatch):
     run_dir = tmp_path / "run"
-    real_save = train_cli.save_checkpoint
+    real_save = training_run.save_checkpoint
 
     def disk_full_after_the_first(path, payload):
         if payload["trainer"]["iteration"] >= 2:
             raise OSError(28, "No space left on device")
         return real_save(path, payload)
 
-    monkeypatch.setattr(train_cli, "save_checkpoint", disk_full_after_the_first)
+    monkeypatch.setattr(training_run, "save_checkpoint", disk_full_after_the_first)
     assert main([*TINY, "total_env_steps=400", "checkpoint_every=1", f"run_dir={run_dir}"]) == 1
     err = capsys.readouterr().err
     assert f"cannot save a checkpoint in {run_dir}: No space left on device" in err
@@ -467,14 +469,14 @@ def test_full_disk_during_a_save_keeps_the_last_checkpoint_and_says_how_to_resum
 
 def test_sighup_saves_and_exits_like_sigterm(tmp_path, capsys, monkeypatch):
     run_dir = tmp_path / "run"
-    real_iteration = Trainer.run_iteration
+    real_iteration = OffPolicyTrainer.run_iteration
 
     def hang_up_at_3(self, timed=False):
         real_iteration(self, timed)
         if self.iteration == 3:
             os.kill(os.getpid(), signal.SIGHUP)  # the terminal or SSH session closed
 
-    monkeypatch.setattr(Trainer, "run_iteration", hang_up_at_3)
+    monkeypatch.setattr(OffPolicyTrainer, "run_iteration", hang_up_at_3)
     assert main([*TINY, "total_env_steps=400", "checkpoint_every=0", f"run_dir={run_dir}"]) == INTERRUPTED_EXIT_CODE
     assert load_checkpoint(run_dir)["trainer"]["iteration"] == 3
     assert f"continue with: {resume_command(run_dir)}" in capsys.readouterr().out

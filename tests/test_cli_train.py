@@ -129,8 +129,8 @@ def test_main_job_says_it_downsizes_on_cpu_and_ends_with_what_next(tmp_path, cap
 def test_a_presets_task_overrides_lead_the_runs_env_overrides():
     """PPO's preset brings BeyondMimic's actions about the default pose to tracking; the user's
     overrides still win."""
-    from unilab_gpu.cli.train import compose_train_config
     from unilab_gpu.envs.make_env import make_env
+    from unilab_gpu.training.config import compose_train_config
 
     cfg = compose_train_config(["algo=ppo", "task=g1_tracking", "env.overrides=['actions.effort_scale=0.5']"])
     assert list(cfg.env.overrides) == ["actions.reference_command=null", "actions.effort_scale=0.5"]
@@ -143,8 +143,9 @@ def test_a_presets_task_overrides_lead_the_runs_env_overrides():
 
 
 def test_a_preset_schedule_of_zero_decays_over_the_whole_run():
-    from unilab_gpu.cli.train import compose_train_config, make_trainer, resolve_auto
     from unilab_gpu.envs.make_env import make_env
+    from unilab_gpu.training.config import compose_train_config, resolve_auto
+    from unilab_gpu.training.run import make_trainer
 
     tiny = [
         "algo.actor_hidden_dim=8",

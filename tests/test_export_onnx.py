@@ -24,15 +24,12 @@ from unilab_gpu.export.export_run import export_agent  # noqa: E402
 from unilab_gpu.export.metadata import deployment_metadata  # noqa: E402
 from unilab_gpu.export.onnx_policy import OnnxPolicy, read_metadata  # noqa: E402
 from unilab_gpu.paths import robot_asset  # noqa: E402
+from unilab_gpu.rl.agents import agent_from_checkpoint  # noqa: E402
 from unilab_gpu.rl.checkpoint import load_checkpoint  # noqa: E402
+from unilab_gpu.rl.evaluation import agent_policy, evaluate  # noqa: E402
 from unilab_gpu.rl.sac import (
     SacAgent,  # noqa: E402
     SacConfig,  # noqa: E402
-)
-from unilab_gpu.rl.trainer import (  # noqa: E402
-    agent_from_checkpoint,  # noqa: E402
-    agent_policy,
-    evaluate,
 )
 
 TINY_FLASHSAC = TINY_FLASHSAC_OVERRIDES

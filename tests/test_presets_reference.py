@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from unilab_gpu.rl.agents import algo_config
 from unilab_gpu.rl.off_policy import run_updates
-from unilab_gpu.rl.trainer import algo_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "algo"
 OFF_POLICY_PRESETS = sorted(
@@ -117,8 +117,8 @@ def test_sac_reference_entropy_target_is_holosomas_in_joint_space():
     sum(log action_scale)); ours is of the [-1, 1] action, which the preset's task overrides map
     onto the soft joint range, as H does, so the same target in joint space is 0.5 + mean log(scale)
     per dimension."""
-    from unilab_gpu.cli.train import compose_train_config
     from unilab_gpu.envs.make_env import make_env
+    from unilab_gpu.training.config import compose_train_config
 
     overrides = list(compose_train_config(["algo=sac_reference", "task=g1_tracking"]).env.overrides)
     env = make_env("g1_tracking", num_envs=1, compile=False, announce=False, overrides=overrides)
@@ -151,8 +151,8 @@ def test_flashsac_reference_holds_the_authors_g1_tracking_values():
 )
 @pytest.mark.parametrize("task", ["g1_tracking", "g1_tracking_play", "g1_tracking_no_state_estimation"])
 def test_reference_presets_bring_their_tracking_reward_weights(preset, weights, task):
-    from unilab_gpu.cli.train import compose_train_config
     from unilab_gpu.envs.make_env import load_task_cfg
+    from unilab_gpu.training.config import compose_train_config
 
     cfg = compose_train_config([f"algo={preset}", f"task={task}"])
     rewards = load_task_cfg(task, list(cfg.env.overrides)).rewards

@@ -7,24 +7,25 @@ import torch
 from test_rl_trainer import TINY
 
 from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.rl.agents import algo_config, make_agent
 from unilab_gpu.rl.checkpoint import load_checkpoint, save_checkpoint
-from unilab_gpu.rl.trainer import Trainer, TrainerSettings, algo_config, make_agent
+from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
 
 # Anchor-height threshold of 1 mm: nearly every episode fails, so the sampler learns fast.
 OVERRIDES = ["terminations.anchor_height.params.threshold=0.001", "episode_length_s=0.2", "events.push=null"]
 
 
-def _trainer(seed: int, iterations: int = 6) -> Trainer:
+def _trainer(seed: int, iterations: int = 6) -> OffPolicyTrainer:
     env = make_env("g1_tracking", num_envs=4, overrides=OVERRIDES, compile=False, seed=seed, announce=False)
     cfg = algo_config(
         {**TINY["sac"], "warmup_steps": 2, "updates_per_step": 1, "buffer_capacity_per_env": 16}, compile=False
     )
     agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
     settings = TrainerSettings(iterations=iterations, seed=seed)
-    return Trainer(env, agent, settings)
+    return OffPolicyTrainer(env, agent, settings)
 
 
-def _sampler(trainer: Trainer):
+def _sampler(trainer: OffPolicyTrainer):
     return trainer.env.command_manager.get("motion").sampler
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from unilab_gpu.rl.config import config_from_dict
 from unilab_gpu.rl.flashsac import FlashSacConfig
-from unilab_gpu.rl.off_policy import config_from_dict
 from unilab_gpu.rl.sac import SacConfig
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "algo"
@@ -31,11 +31,11 @@ def test_yaml_matches_dataclass_defaults(file, cls):
 def test_unknown_key_and_bad_value_are_named():
     with pytest.raises(ValueError, match="batchsize"):
         config_from_dict(SacConfig, {"batchsize": 3})
-    with pytest.raises(ValueError, match="'v_max'"):
+    with pytest.raises(ValueError, match="'algo.v_max'"):
         FlashSacConfig(v_min=1.0, v_max=0.0)
-    with pytest.raises(ValueError, match="'buffer_capacity_per_env'"):
+    with pytest.raises(ValueError, match="'algo.buffer_capacity_per_env'"):
         SacConfig(n_step=4, buffer_capacity_per_env=4)
-    with pytest.raises(ValueError, match="'batch_norm_momentum'"):
+    with pytest.raises(ValueError, match="'algo.batch_norm_momentum'"):
         FlashSacConfig(batch_norm_momentum=0.0)
-    with pytest.raises(ValueError, match=r"'log_std_max' must be > log_std_min \(-5.0\)"):
+    with pytest.raises(ValueError, match=r"'algo.log_std_max' must be > log_std_min \(-5.0\)"):
         FlashSacConfig(log_std_max=-6.0)

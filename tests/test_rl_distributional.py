@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from unilab_gpu.rl.off_policy import categorical_cross_entropy, categorical_support, expected_value, project_categorical
+from unilab_gpu.rl.distributional import (
+    categorical_cross_entropy,
+    categorical_support,
+    expected_value,
+    project_categorical,
+)
 
 
 def _reference_projection(probs, reward, discount, v_min, v_max, num_atoms):

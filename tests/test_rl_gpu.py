@@ -10,8 +10,9 @@ from rl_agent_helpers import synthetic_batch
 from test_rl_trainer import TINY
 
 from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.rl.agents import algo_config, make_agent
 from unilab_gpu.rl.checkpoint import load_checkpoint, save_checkpoint
-from unilab_gpu.rl.trainer import Trainer, TrainerSettings, algo_config, make_agent
+from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
 
 pytestmark = [
     pytest.mark.gpu,
@@ -62,13 +63,13 @@ def test_fused_adamw_follows_a_cuda_learning_rate_tensor() -> None:
 
 
 def test_a_cuda_generator_survives_a_checkpoint(tmp_path) -> None:
-    def trainer(seed: int) -> Trainer:
+    def trainer(seed: int) -> OffPolicyTrainer:
         env = make_env("pendulum", num_envs=4, device="cuda", compile=False, seed=seed)
         values = {**TINY["flashsac"], "warmup_steps": 2, "updates_per_step": 1, "buffer_capacity_per_env": 16}
         cfg = algo_config(values, compile=False)
         agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
         settings = TrainerSettings(iterations=6, seed=seed)
-        return Trainer(env, agent, settings)
+        return OffPolicyTrainer(env, agent, settings)
 
     first = trainer(0)
     first.train()

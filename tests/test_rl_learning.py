@@ -46,15 +46,9 @@ import pytest
 import torch
 
 from unilab_gpu.envs.make_env import make_env
-from unilab_gpu.rl.trainer import (
-    Trainer,
-    TrainerSettings,
-    agent_policy,
-    algo_config,
-    evaluate,
-    make_agent,
-    uniform_random_policy,
-)
+from unilab_gpu.rl.agents import algo_config, make_agent
+from unilab_gpu.rl.evaluation import agent_policy, evaluate, uniform_random_policy
+from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
 
 RANDOM_RETURN = -1181.0
 THRESHOLD = -400.0
@@ -102,7 +96,7 @@ def evaluation_env():
     )
 
 
-def train(algo: str, seed: int = 0) -> tuple[Trainer, float]:
+def train(algo: str, seed: int = 0) -> tuple[OffPolicyTrainer, float]:
     # Seed the global generator too: it initialises the networks and draws the policy noise, so
     # without it the result would depend on which tests ran before in the same process.
     torch.manual_seed(seed)
@@ -111,7 +105,7 @@ def train(algo: str, seed: int = 0) -> tuple[Trainer, float]:
     cfg = algo_config(values, compile=False)
     agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
     settings = TrainerSettings(iterations=ITERATIONS[algo], log_every=100, seed=seed)
-    trainer = Trainer(env, agent, settings)
+    trainer = OffPolicyTrainer(env, agent, settings)
     start = time.perf_counter()
     trainer.train()
     return trainer, time.perf_counter() - start

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from unilab_gpu.rl.off_policy import clip_gradients_, make_adamw, polyak_update_
+from unilab_gpu.rl.optimization import clip_gradients_, make_adamw, polyak_update_
 
 
 def test_polyak_update_matches_formula():

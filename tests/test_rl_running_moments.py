@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from unilab_gpu.rl.off_policy import merge_moments_
+from unilab_gpu.rl.running_moments import merge_moments_
 
 
 def test_batches_merge_to_the_moments_of_all_data() -> None:

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import torch
 
-from unilab_gpu.rl.off_policy import CosineSchedule
+from unilab_gpu.rl.optimization import CosineSchedule
 
 
 def test_cosine_values_and_in_place_update():

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from unilab_gpu.rl.off_policy import bounded_log_std, sample_squashed_gaussian
+from unilab_gpu.rl.squashed_gaussian import bounded_log_std, sample_squashed_gaussian
 
 
 def test_log_prob_matches_change_of_variables():

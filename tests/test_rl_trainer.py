@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.rl.agents import TINY_CONFIGS, algo_config, make_agent
 from unilab_gpu.rl.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from unilab_gpu.rl.trainer import TINY_CONFIGS, Trainer, TrainerSettings, algo_config, make_agent
+from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
 from unilab_gpu.utils.sync_audit import no_host_sync
 
 NUM_ENVS = 4
@@ -29,10 +30,10 @@ def make_trainer(algo="flashsac", iterations=12, warmup=4, log_every=100, seed=0
     agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
     settings = TrainerSettings(iterations=iterations, log_every=log_every, seed=seed)
     logger = RecordingLogger()
-    return Trainer(env, agent, settings, logger), logger  # type: ignore[arg-type]
+    return OffPolicyTrainer(env, agent, settings, logger), logger  # type: ignore[arg-type]
 
 
-def agent_tensors(trainer: Trainer) -> dict[str, torch.Tensor]:
+def agent_tensors(trainer: OffPolicyTrainer) -> dict[str, torch.Tensor]:
     """Every tensor of the agent state (modules and optimizers), flattened by path."""
     out: dict[str, torch.Tensor] = {}
 

@@ -7,10 +7,10 @@ import io
 import pytest
 from rl_agent_helpers import tensorboard_events
 
+from unilab_gpu.rl.agents import algo_config, make_agent
 from unilab_gpu.rl.flashsac import FlashSacAgent
 from unilab_gpu.rl.logger import Progress, TrainLogger
 from unilab_gpu.rl.sac import SacAgent
-from unilab_gpu.rl.trainer import algo_config, make_agent
 
 SCALARS = {"perf/env_steps_per_s": 12345.6, "train/reward_mean": -1.23456, "loss/critic": 3.0}
 

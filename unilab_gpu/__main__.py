@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import torch
 
-from unilab_gpu.cli.train import Run
 from unilab_gpu.cli.train import main as train_main
+from unilab_gpu.training.run import Run
 
 CPU_ENVS, CPU_ITERATIONS = 16, 400
 CPU_OVERRIDES = [

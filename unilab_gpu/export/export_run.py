@@ -11,8 +11,8 @@ from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.export.metadata import deployment_metadata
 from unilab_gpu.export.onnx_policy import POLICY_FILE, write_onnx
 from unilab_gpu.export.policy import deterministic_policy
+from unilab_gpu.rl.agents import agent_from_checkpoint
 from unilab_gpu.rl.checkpoint import describe_entries, load_checkpoint, non_finite_entries, resolve_checkpoint
-from unilab_gpu.rl.trainer import agent_from_checkpoint
 from unilab_gpu.utils.files import check_output
 
 

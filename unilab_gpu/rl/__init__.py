@@ -4,19 +4,27 @@ The agents and the replay buffer are environment-independent and keep their stat
 acting, replay writes, sampling and updates never read a tensor back to the host, so a training
 loop can stay free of host syncs except for periodic logging.
 
-Map (each algorithm reads top to bottom in one file):
-    off_policy   OffPolicyConfig and OffPolicyAgent: the distributional soft actor-critic update
-                 SAC and FlashSAC share, with its pieces (C51, squashed Gaussian, temperature,
-                 schedule, optimizer helpers, running moments)
-    sac          SacConfig, FastSAC-style networks, observation normaliser, SacAgent
-    flashsac     FlashSacConfig, FlashSAC networks and norm constraints, reward scaler, held
-                 noise, FlashSacAgent
-    replay       ReplayBuffer: device ring, final-obs side table, n-step returns
-    trainer      Trainer (act -> env.step -> replay -> updates, logging every K iterations),
-                 algo config -> agent, evaluation rollouts
-    logger       TensorBoard + console progress
-    checkpoint   atomic checkpoints, run folders and their locks, resume checks
-    distributed  data-parallel training under torchrun: gradient averaging, merged statistics,
-                 fleet-wide logging and failure handling
-    ppo          PPO through RSL-RL's OnPolicyRunner (PpoTrainer, PpoConfig; needs the rsl extra)
+Map (each algorithm reads top to bottom in its own file, over the shared update and its pieces):
+    off_policy        OffPolicyConfig and OffPolicyAgent: the distributional soft actor-critic
+                      update SAC and FlashSAC share, and its learned temperature
+    sac               SacConfig, FastSAC-style networks, observation normaliser, SacAgent
+    flashsac          FlashSacConfig, FlashSAC networks and norm constraints, reward scaler, held
+                      noise, FlashSacAgent
+    distributional    C51: categorical support, projection, cross-entropy, expected value
+    squashed_gaussian the actors' tanh-squashed Gaussian (sample, log-density, bounded log-std)
+    optimization      cosine learning-rate schedule as a device tensor, AdamW, clipping, Polyak
+    running_moments   running mean/variance merged in place (observation and reward statistics)
+    config            typed algo configs from YAML mappings (config_from_dict, check_field)
+    agents            algo config -> agent, checkpoint -> agent, the smallest agents (TINY_CONFIGS)
+    replay            ReplayBuffer: device ring, final-obs side table, n-step returns
+    trainer           the Trainer protocol both trainers follow, TrainerSettings, and
+                      OffPolicyTrainer (act -> env.step -> replay -> updates, logging every K)
+    evaluation        deterministic rollouts of a fixed policy, summarised per episode
+    logger            TensorBoard + console progress
+    checkpoint        atomic checkpoints, run folders and their locks, resume checks
+    distributed       data-parallel training under torchrun: gradient averaging, merged
+                      statistics, fleet-wide logging and failure handling
+    ppo               PPO through RSL-RL's OnPolicyRunner (PpoTrainer, PpoConfig; needs the rsl extra)
+
+A whole run (config, folder, resume, signals) is :mod:`unilab_gpu.training`.
 """

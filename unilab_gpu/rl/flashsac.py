@@ -36,7 +36,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from unilab_gpu.rl.off_policy import OffPolicyAgent, OffPolicyConfig, SquashedGaussian, check_field, merge_moments_
+from unilab_gpu.rl.config import check_field
+from unilab_gpu.rl.off_policy import OffPolicyAgent, OffPolicyConfig
+from unilab_gpu.rl.running_moments import merge_moments_
+from unilab_gpu.rl.squashed_gaussian import SquashedGaussian
 from unilab_gpu.utils.compiling import maybe_compile
 
 

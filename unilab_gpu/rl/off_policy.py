@@ -1,5 +1,4 @@
-"""What SAC and FlashSAC share: the config base, the distributional soft actor-critic update and
-its building blocks.
+"""What SAC and FlashSAC share: the config base and the distributional soft actor-critic update.
 
 Both agents are soft actor-critic (Haarnoja et al., ICML 2018; learned temperature from
 arXiv:1812.05905) with twin categorical critics (C51, Bellemare et al. 2017) and clipped
@@ -16,23 +15,30 @@ the networks, :meth:`OffPolicyAgent._prepare` (batch preprocessing), the two los
 optional post-step hooks.
 
 Read top to bottom: the config (:class:`OffPolicyConfig`, keys of ``configs/algo/*.yaml``), the
-agent base, then the pieces it is made of (C51 projection, squashed Gaussian, temperature,
-learning-rate schedule, optimizer helpers, running moments).
+agent base, then its learned temperature. The other pieces it is made of have a module each:
+:mod:`~unilab_gpu.rl.distributional` (C51 projection), :mod:`~unilab_gpu.rl.squashed_gaussian`
+(the actor's distribution), :mod:`~unilab_gpu.rl.optimization` (learning-rate schedule, AdamW,
+clipping, Polyak averaging) and :mod:`~unilab_gpu.rl.running_moments` (observation and reward
+statistics).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import typing
-from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from unilab_gpu.rl.config import check_field
+from unilab_gpu.rl.distributional import (
+    categorical_cross_entropy,
+    categorical_support,
+    expected_value,
+    project_categorical,
+)
+from unilab_gpu.rl.optimization import CosineSchedule, clip_gradients_, make_adamw, polyak_update_
 from unilab_gpu.utils.compiling import maybe_compile
 
 
@@ -93,59 +99,6 @@ class OffPolicyConfig:
         check_field(self.alpha_init > 0, "alpha_init", "> 0", self.alpha_init)
         check_field(self.max_grad_norm >= 0, "max_grad_norm", ">= 0 (0 disables clipping)", self.max_grad_norm)
         check_field(len(self.adam_betas) == 2, "adam_betas", "two numbers", self.adam_betas)
-
-
-def check_field(ok: bool, name: str, expected: str, value: object) -> None:
-    if not ok:
-        raise ValueError(f"algo config: '{name}' must be {expected}, got {value!r}")
-
-
-ConfigT = TypeVar("ConfigT", bound=OffPolicyConfig)
-
-
-def config_from_dict(cls: type[ConfigT], values: Mapping[str, Any]) -> ConfigT:
-    """Build ``cls`` from a plain mapping (e.g. ``OmegaConf.to_container(cfg.algo)``).
-
-    Unknown keys are an error that names them, so a typo in a YAML override cannot be ignored.
-    """
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(f"{cls.__name__}: unknown keys {unknown}; valid keys are {sorted(known)}")
-    hints = typing.get_type_hints(cls)
-    for name, value in values.items():
-        _check_type(name, hints[name], value)
-    return cls(**values)
-
-
-def _check_type(name: str, hint: Any, value: Any) -> None:
-    """Raise naming ``name`` unless ``value`` fits ``hint`` (bool, int, float, str, tuple[...] of
-    those); other annotations are left to the config's own checks."""
-    if typing.get_origin(hint) is tuple:
-        args = typing.get_args(hint)
-        if not set(args) - {Ellipsis} <= set(_KINDS):
-            return
-        ok = isinstance(value, (list, tuple)) and all(
-            _fits(args[0] if args[-1] is Ellipsis else args[min(i, len(args) - 1)], v) for i, v in enumerate(value)
-        )
-        expected = f"a list of {_KINDS[args[0]]}s"
-    elif hint in _KINDS:
-        ok, expected = _fits(hint, value), f"a {_KINDS[hint]}"
-    else:
-        return
-    if not ok:
-        raise ValueError(f"algo config: 'algo.{name}' must be {expected}, got {value!r}")
-
-
-_KINDS = {bool: "boolean", int: "whole number", float: "finite number", str: "string"}
-
-
-def _fits(hint: type, value: Any) -> bool:
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, hint)
 
 
 def steps_before_updates(warmup_steps: int, n_step: int) -> int:
@@ -403,134 +356,6 @@ class OffPolicyAgent:
 
 
 # ================================================================================================
-# Categorical return distributions (C51).
-#
-# The critic predicts a categorical distribution over a fixed, evenly spaced support
-# ``z_j = v_min + j * dz``. The Bellman target ``r + discount * z`` falls between atoms, so it is
-# projected back onto the support by splitting each atom's probability between its two
-# neighbours in proportion to distance (Bellemare, Dabney and Munos, "A Distributional Perspective
-# on Reinforcement Learning", ICML 2017, Algorithm 1).
-#
-# All functions are batched and static-shape (gather/scatter only), so they trace into a single
-# ``torch.compile(fullgraph=True)`` graph.
-
-
-def categorical_support(
-    num_atoms: int, v_min: float, v_max: float, device: torch.device | str | None = None
-) -> torch.Tensor:
-    """Evenly spaced atom values ``(num_atoms,)`` from ``v_min`` to ``v_max`` inclusive."""
-    if num_atoms < 2:
-        raise ValueError(f"num_atoms must be >= 2, got {num_atoms}")
-    if not v_max > v_min:
-        raise ValueError(f"v_max must be greater than v_min, got v_min={v_min}, v_max={v_max}")
-    return torch.linspace(v_min, v_max, num_atoms, device=device, dtype=torch.float32)
-
-
-def project_categorical(
-    next_probs: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor, support: torch.Tensor
-) -> torch.Tensor:
-    """Project the distribution of ``reward + discount * Z`` onto ``support``.
-
-    Args:
-        next_probs: probabilities of ``Z`` on ``support``, ``(batch, num_atoms)``.
-        reward: ``(batch,)``.
-        discount: ``(batch,)``; 0 at terminal transitions puts all mass next to ``reward``.
-        support: atom values ``(num_atoms,)``, evenly spaced.
-
-    Returns:
-        Projected probabilities ``(batch, num_atoms)``; each row sums to the row sum of
-        ``next_probs``. Values outside ``[v_min, v_max]`` are clamped to the end atoms, +-inf
-        too; a NaN target goes to the first atom. The scatter indices stay in range whatever
-        the input: an out-of-range index is a device-side assert on CUDA, and the trainer stops
-        on the NaN losses at its next logging point instead.
-    """
-    num_atoms = support.shape[0]
-    v_min, v_max = support[0], support[-1]
-    delta = (v_max - v_min) / (num_atoms - 1)
-    target = reward.unsqueeze(-1) + discount.unsqueeze(-1) * support
-    position = ((target - v_min) / delta).nan_to_num(nan=0.0).clamp(0, num_atoms - 1)
-    # Take the lower neighbour in [0, num_atoms - 2] so the upper one always exists; a target
-    # exactly on an atom then gets weight 1 on one side and 0 on the other, which avoids the
-    # lower == upper special case of the original algorithm.
-    lower = position.floor().clamp(0, num_atoms - 2)
-    upper_weight = position - lower
-    lower_index = lower.long()
-    projected = torch.zeros_like(next_probs)
-    projected.scatter_add_(-1, lower_index, next_probs * (1.0 - upper_weight))
-    projected.scatter_add_(-1, lower_index + 1, next_probs * upper_weight)
-    return projected
-
-
-def categorical_cross_entropy(logits: torch.Tensor, target_probs: torch.Tensor) -> torch.Tensor:
-    """``-sum_j target_j * log softmax(logits)_j`` over the last axis, shape ``logits.shape[:-1]``."""
-    return -(target_probs * torch.log_softmax(logits, dim=-1)).sum(dim=-1)
-
-
-def expected_value(probs: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
-    """Mean of a categorical distribution ``(..., num_atoms)`` -> ``(...)``."""
-    return (probs * support).sum(dim=-1)
-
-
-# ================================================================================================
-# Tanh-squashed diagonal Gaussian policy distribution (SAC).
-#
-# An action is ``a = tanh(u)`` with ``u ~ N(mean, std^2)``. By the change of variables, its
-# density is ``log p(a) = log N(u; mean, std) - sum_i log(1 - tanh(u_i)^2)`` (Haarnoja et al.,
-# "Soft Actor-Critic: Off-Policy Maximum Entropy Deep RL with a Stochastic Actor", ICML 2018,
-# appendix C). The Jacobian term is evaluated as ``2 (log 2 - u - softplus(-2u))``, which equals
-# ``log(1 - tanh(u)^2)`` but stays finite where ``tanh(u)`` rounds to +-1.
-
-_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-def bounded_log_std(raw: torch.Tensor, log_std_min: float, log_std_max: float) -> torch.Tensor:
-    """Map an unbounded head output to ``[log_std_min, log_std_max]`` smoothly (tanh)."""
-    return log_std_min + 0.5 * (log_std_max - log_std_min) * (torch.tanh(raw) + 1.0)
-
-
-def tanh_log_det_jacobian(pre_tanh: torch.Tensor) -> torch.Tensor:
-    """Elementwise ``log(1 - tanh(u)^2)``, numerically stable for large ``|u|``."""
-    return 2.0 * (math.log(2.0) - pre_tanh - F.softplus(-2.0 * pre_tanh))
-
-
-def sample_squashed_gaussian(
-    mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reparameterised sample and its log-density.
-
-    Args:
-        mean, log_std: ``(batch, act_dim)`` parameters of the pre-tanh Gaussian.
-        noise: ``(batch, act_dim)`` standard-normal draws.
-
-    Returns:
-        ``action`` in ``(-1, 1)``, ``(batch, act_dim)``, and ``log_prob`` ``(batch,)``.
-    """
-    pre_tanh = mean + log_std.exp() * noise
-    gaussian = -0.5 * noise.square() - log_std - _LOG_SQRT_2PI
-    log_prob = (gaussian - tanh_log_det_jacobian(pre_tanh)).sum(dim=-1)
-    return torch.tanh(pre_tanh), log_prob
-
-
-class SquashedGaussian(nn.Module):
-    """Base of both agents' actors: ``forward(obs, **mode)`` returns the pre-tanh ``mean`` and the
-    bounded ``log_std`` (each ``(batch, act_dim)``; :meth:`bounded` maps a raw head output into
-    ``[log_std_min, log_std_max]``), and :meth:`sample` draws from the squashed Gaussian."""
-
-    def __init__(self, log_std_min: float, log_std_max: float) -> None:
-        super().__init__()
-        self.log_std_min, self.log_std_max = log_std_min, log_std_max
-
-    def bounded(self, raw_log_std: torch.Tensor) -> torch.Tensor:
-        return bounded_log_std(raw_log_std, self.log_std_min, self.log_std_max)
-
-    def sample(self, obs: torch.Tensor, **mode: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """Reparameterised ``action`` ``(batch, act_dim)`` in (-1, 1) and ``log_prob`` ``(batch,)``;
-        ``mode`` goes to ``forward`` (FlashSAC's ``batch_stats``)."""
-        mean, log_std = self(obs, **mode)
-        return sample_squashed_gaussian(mean, log_std, torch.randn_like(mean))
-
-
-# ================================================================================================
 # Learned SAC temperature ``alpha`` with a target entropy.
 #
 # Haarnoja et al., "Soft Actor-Critic Algorithms and Applications" (arXiv:1812.05905, 2018),
@@ -557,132 +382,3 @@ class Temperature(nn.Module):
     def loss(self, entropy: torch.Tensor) -> torch.Tensor:
         """Temperature loss for the batch policy entropy estimate ``entropy`` (0-d, no grad)."""
         return self.log_alpha * (entropy.detach() - self.target_entropy)
-
-
-# ================================================================================================
-# Learning-rate schedules held as device tensors.
-#
-# The optimizer's ``lr`` is a 0-d tensor shared with the schedule, and :meth:`CosineSchedule.step`
-# rewrites it in place, so advancing the schedule costs one tiny kernel and never a host sync (a
-# Python float ``lr`` would have to be read back if it were computed on the device, and would be
-# baked into a captured graph). FlashSAC decays 3e-4 to 1.5e-4 with a cosine over training
-# (Kim, Lee et al., arXiv:2604.04539, 2026; cosine annealing after Loshchilov and Hutter,
-# "SGDR", ICLR 2017).
-
-
-class CosineSchedule(nn.Module):
-    """``lr(k) = end + (start - end) * (1 + cos(pi * min(k / total_steps, 1))) / 2``.
-
-    ``lr`` and ``num_steps`` are buffers (so they are saved in ``state_dict``); pass ``lr`` to
-    optimizers that accept a tensor learning rate (``capturable=True`` or ``fused=True``).
-    """
-
-    def __init__(self, start: float, end: float, total_steps: int, device: torch.device | str | None = None) -> None:
-        super().__init__()
-        if total_steps < 1:
-            raise ValueError(f"total_steps must be >= 1, got {total_steps}")
-        if start <= 0 or end <= 0:
-            raise ValueError(f"learning rates must be positive, got start={start}, end={end}")
-        self.start = start
-        self.end = end
-        self.total_steps = total_steps
-        self.register_buffer("lr", torch.tensor(start, dtype=torch.float32, device=device))
-        self.register_buffer("num_steps", torch.zeros((), dtype=torch.int64, device=device))
-
-    @torch.no_grad()
-    def step(self) -> None:
-        """Advance one step and rewrite ``lr`` in place."""
-        self.num_steps.add_(1)
-        progress = (self.num_steps.to(torch.float32) / self.total_steps).clamp(max=1.0)
-        self.lr.copy_(self.end + 0.5 * (self.start - self.end) * (1.0 + torch.cos(math.pi * progress)))
-
-
-# ================================================================================================
-# Optimizer steps that stay on the device: AdamW with a tensor learning rate, Polyak averaging.
-#
-# The fused AdamW kernel keeps its step counters on the parameters' device and accepts a shared
-# 0-d tensor ``lr`` that a schedule rewrites in place (:class:`CosineSchedule`), so an
-# optimizer step reads nothing back to the host; it runs the same way on the CPU (AdamW:
-# Loshchilov and Hutter, "Decoupled Weight Decay Regularization", ICLR 2019). The trainer runs
-# updates eagerly, outside any CUDA graph: capturing ``step()`` would also need
-# ``capturable=True`` (torch 2.13 refuses to capture a step of an optimizer built without it).
-
-
-def make_adamw(
-    params: Iterable[nn.Parameter], lr: torch.Tensor, betas: tuple[float, float], weight_decay: float
-) -> torch.optim.AdamW:
-    """AdamW over ``params`` reading its learning rate from the tensor ``lr``."""
-    return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, fused=True)
-
-
-def clip_gradients_(params: list[nn.Parameter], max_norm: float) -> None:
-    """Clip the global gradient norm to ``max_norm``; ``0`` disables. Never syncs with the host."""
-    if max_norm > 0:
-        torch.nn.utils.clip_grad_norm_(params, max_norm, error_if_nonfinite=False)
-
-
-@torch.no_grad()
-def polyak_update_(target: list[torch.Tensor], online: list[torch.Tensor], tau: float) -> None:
-    """``target <- (1 - tau) * target + tau * online`` for each pair (target networks, Lillicrap
-    et al., "Continuous control with deep reinforcement learning", ICLR 2016)."""
-    torch._foreach_lerp_(target, online, tau)
-
-
-# ================================================================================================
-# Merging a batch into running mean/variance statistics, in place on the device.
-#
-# The parallel algorithm of Chan, Golub and LeVeque (1979): exact for any batch sizes, and stable
-# where the naive sum-of-squares update is not.
-
-
-@torch.no_grad()
-def merge_moments_(
-    mean: torch.Tensor,
-    var: torch.Tensor,
-    count: torch.Tensor,
-    batch: torch.Tensor,
-    all_reduce: Callable[[torch.Tensor], None] | None = None,
-) -> None:
-    """Fold ``batch`` (samples along dim 0, or all elements for a scalar ``mean``) into
-    ``mean``/``var`` (population variance) and the scalar ``count``, in place.
-
-    ``all_reduce`` (data-parallel training, :mod:`unilab_gpu.rl.distributed`) sums a flat tensor
-    over all ranks in place; the batch folded in is then the union of every rank's ``batch``.
-    """
-    if mean.dim() == 0:
-        batch = batch.reshape(-1)
-    if all_reduce is None:
-        batch_count: torch.Tensor | int = batch.shape[0]
-        batch_mean = batch.mean(dim=0)
-        batch_var = batch.var(dim=0, correction=0)
-    else:
-        batch_count, batch_mean, batch_var = _union_moments(batch, mean, all_reduce)
-    total = count + batch_count
-    delta = batch_mean - mean
-    m2 = var * count + batch_var * batch_count + delta.square() * count * batch_count / total
-    mean.add_(delta * batch_count / total)
-    var.copy_(m2 / total)
-    count.copy_(total)
-
-
-def _union_moments(
-    batch: torch.Tensor, center: torch.Tensor, all_reduce: Callable[[torch.Tensor], None]
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Count (0-d), mean and population variance (``center``'s shape) of the union of every
-    rank's ``batch`` ``(B, *center.shape)``, from one ``all_reduce`` of ``1 + 2 * center.numel()``
-    sums. ``center`` (the running mean) is equal on every rank and near the data, so the sums of
-    ``x - center`` and ``(x - center)^2`` combine without the cancellation of raw sums of squares."""
-    shifted = batch.to(center.dtype) - center
-    sums = torch.cat(
-        [
-            torch.full((1,), float(batch.shape[0]), dtype=center.dtype, device=center.device),
-            shifted.sum(dim=0).reshape(-1),
-            shifted.square().sum(dim=0).reshape(-1),
-        ]
-    )
-    all_reduce(sums)
-    dim = center.numel()
-    total = sums[0]
-    offset = sums[1 : 1 + dim].view_as(center) / total
-    var = sums[1 + dim :].view_as(center) / total - offset.square()
-    return total, center + offset, var.clamp_min(0.0)

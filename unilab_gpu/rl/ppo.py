@@ -7,9 +7,9 @@ runner iteration (a rollout plus an update), so a run of ``total_env_steps`` has
 ``ceil(total_env_steps / (num_envs * num_steps_per_env))`` iterations.
 
 Run folders, checkpoints (atomic ``checkpoint.pt``), resume, TensorBoard tags, the console
-report and Ctrl-C work as for SAC/FlashSAC: :class:`PpoTrainer` has the interface of
-:class:`~unilab_gpu.rl.trainer.Trainer` that ``unilab-train`` uses, and RSL-RL's own logger
-and model files stay off (the runner gets no log folder). The PPO algorithm class is
+report and Ctrl-C work as for SAC/FlashSAC: :class:`PpoTrainer` is a
+:class:`~unilab_gpu.rl.trainer.Trainer`, the protocol that ``unilab-train`` drives, and RSL-RL's
+own logger and model files stay off (the runner gets no log folder). The PPO algorithm class is
 :class:`LoggedPPO`, RSL-RL's ``PPO`` that keeps the losses of its last update for logging.
 
 Needs the ``rsl`` extra (``pip install "unilab-gpu[rsl]"``: rsl-rl-lib).
@@ -34,8 +34,9 @@ from tensordict import TensorDict
 from unilab_gpu.adapters.rsl_rl_env import RslRlVecEnv
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.rl.checkpoint import NonFiniteStateError, describe_entries, non_finite_entries
+from unilab_gpu.rl.config import check_field, config_from_dict
 from unilab_gpu.rl.logger import TrainLogger
-from unilab_gpu.rl.off_policy import config_from_dict
+from unilab_gpu.rl.trainer import TrainerSettings
 
 
 @dataclass
@@ -75,8 +76,7 @@ class PpoConfig:
             ("init_noise_std", self.init_noise_std > 0, "> 0"),
             ("learning_rate", self.learning_rate > 0, "> 0"),
         ):
-            if not ok:
-                raise ValueError(f"algo config: 'algo.{key}' must be {expected}, got {getattr(self, key)!r}")
+            check_field(ok, key, expected, getattr(self, key))
 
 
 class LoggedPPO(PPO):
@@ -164,17 +164,9 @@ class PpoAgent:
         self.alg.learning_rate = float(state["learning_rate"])
 
 
-@dataclass
-class PpoSettings:
-    iterations: int
-    """Total runner iterations (rollout + update each), counting resumed ones."""
-    log_every: int = 20
-    checkpoint_every: int = 0
-
-
 class PpoTrainer:
     """Runs RSL-RL's ``OnPolicyRunner`` one iteration at a time (to check ``should_stop``, log
-    and checkpoint between iterations); the interface of :class:`~unilab_gpu.rl.trainer.Trainer`.
+    and checkpoint between iterations); a :class:`~unilab_gpu.rl.trainer.Trainer`.
 
     Action sampling and minibatch shuffling draw from torch's default generator, which building
     the env seeds (``make_env(seed=...)``).
@@ -184,7 +176,7 @@ class PpoTrainer:
         self,
         env: ManagerBasedRlEnv,
         cfg: PpoConfig,
-        settings: PpoSettings,
+        settings: TrainerSettings,
         logger: TrainLogger | None = None,
         on_checkpoint: Callable[[PpoTrainer], None] | None = None,
     ) -> None:
@@ -207,7 +199,7 @@ class PpoTrainer:
         """From an ``algo`` mapping (``configs/algo/ppo.yaml``) and the run's env-step budget."""
         cfg = config_from_dict(PpoConfig, values)
         per_iteration = env.num_envs * cfg.num_steps_per_env
-        return cls(env, cfg, PpoSettings(max(1, -(-total_env_steps // per_iteration)), **settings))
+        return cls(env, cfg, TrainerSettings(max(1, -(-total_env_steps // per_iteration)), **settings))
 
     @property
     def steps_per_env(self) -> int:

@@ -20,7 +20,10 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from unilab_gpu.rl.off_policy import OffPolicyAgent, OffPolicyConfig, SquashedGaussian, check_field, merge_moments_
+from unilab_gpu.rl.config import check_field
+from unilab_gpu.rl.off_policy import OffPolicyAgent, OffPolicyConfig
+from unilab_gpu.rl.running_moments import merge_moments_
+from unilab_gpu.rl.squashed_gaussian import SquashedGaussian
 
 
 @dataclass

@@ -1,5 +1,8 @@
-"""Off-policy training loop: one process, one device, no host sync between logging points.
+"""Trainers: what ``unilab-train`` needs of one (:class:`Trainer`, a protocol that SAC/FlashSAC's
+:class:`OffPolicyTrainer` and PPO's :class:`~unilab_gpu.rl.ppo.PpoTrainer` both follow), its
+settings, and the off-policy loop.
 
+The off-policy loop runs in one process on one device, with no host sync between logging points.
 One iteration:
 
 1. **act**: uniform random actions for the first ``warmup_steps`` iterations of a run, then the
@@ -22,12 +25,11 @@ restored policy before updating again.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -36,11 +38,9 @@ from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv, no_phase_mar
 from unilab_gpu.profiling.phase_clock import make_phase_clock
 from unilab_gpu.rl.checkpoint import NonFiniteStateError, describe_entries, non_finite_entries
 from unilab_gpu.rl.distributed import DataParallel, FleetError
-from unilab_gpu.rl.flashsac import FlashSacAgent, FlashSacConfig
 from unilab_gpu.rl.logger import TrainLogger
-from unilab_gpu.rl.off_policy import OffPolicyAgent, OffPolicyConfig, config_from_dict, steps_before_updates
+from unilab_gpu.rl.off_policy import OffPolicyAgent, steps_before_updates
 from unilab_gpu.rl.replay import ReplayBuffer
-from unilab_gpu.rl.sac import SacAgent, SacConfig
 
 PHASES = ("act", "env", "replay", "update")
 """Phases of one iteration, timed on the last iteration of each logging window."""
@@ -60,17 +60,20 @@ UPDATE_TAGS = {
 
 @dataclass
 class TrainerSettings:
-    """How long a run is and how often it reports. The replay and update sizes (``batch_size``,
-    ``updates_per_step``, ``warmup_steps``, ``buffer_capacity_per_env``, ``final_obs_fraction``)
-    are the algorithm config's: the trainer reads them from ``agent.cfg``."""
+    """How long a run is and how often it reports, for either trainer. The off-policy replay and
+    update sizes (``batch_size``, ``updates_per_step``, ``warmup_steps``, ``buffer_capacity_per_env``,
+    ``final_obs_fraction``) are the algorithm config's: the trainer reads them from ``agent.cfg``."""
 
     iterations: int
-    """Total iterations of the run (one vectorised env step each), counting resumed ones."""
+    """Total iterations of the run, counting resumed ones: one vectorised env step each off-policy,
+    one rollout and update (``steps_per_env`` env steps per env) for PPO."""
     log_every: int = 20
     """Iterations between logging points."""
     checkpoint_every: int = 0
     """Iterations between checkpoint callbacks (0: none during the run)."""
     seed: int = 0
+    """Seeds the off-policy trainer's warm-up actions and replay sampling. PPO draws from torch's
+    default generator, which building the env seeds."""
 
     def __post_init__(self) -> None:
         for name in ("iterations", "log_every"):
@@ -80,7 +83,59 @@ class TrainerSettings:
             raise ValueError(f"trainer: 'checkpoint_every' must be >= 0, got {self.checkpoint_every}")
 
 
-class Trainer:
+class Agent(Protocol):
+    """What a run, play and export need of a trained agent of any algorithm."""
+
+    def act(self, policy_obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        """Actions ``(batch, action_dim)`` for ``policy_obs`` ``(batch, dim)``."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+class Trainer(Protocol):
+    """A training loop as ``unilab-train`` drives it (:mod:`unilab_gpu.training.run`): it trains
+    ``agent`` on ``env`` for ``settings.iterations``, calls ``on_checkpoint`` every
+    ``settings.checkpoint_every`` iterations and ``after_iteration`` after each, reports to
+    ``logger`` at logging points, and saves and restores its state."""
+
+    env: ManagerBasedRlEnv
+    agent: Agent
+    settings: TrainerSettings
+    logger: TrainLogger | None
+    on_checkpoint: Callable[[Any], None] | None
+    """Called with the trainer every ``settings.checkpoint_every`` iterations."""
+    after_iteration: Callable[[], None] | None
+    """Called on the host after every iteration (the live viewer's throttled state copy); it must
+    not synchronize."""
+    iteration: int
+    """Completed iterations, including those of the run this one resumed."""
+    last_scalars: dict[str, float]
+    """Scalars of the latest logging point."""
+
+    @property
+    def steps_per_env(self) -> int:
+        """Env steps per env in one iteration."""
+        ...
+
+    @property
+    def env_steps(self) -> int:
+        """Env transitions collected over the run (all ranks of a data-parallel run)."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+    def train(self, should_stop: Callable[[], bool] | None = None) -> bool:
+        """Run until ``settings.iterations`` are done or ``should_stop()`` turns true; returns
+        whether the run is complete."""
+        ...
+
+
+class OffPolicyTrainer:
     """Trains ``agent`` on ``env``; see the module docstring for the loop.
 
     Args:
@@ -101,7 +156,7 @@ class Trainer:
         agent: OffPolicyAgent,
         settings: TrainerSettings,
         logger: TrainLogger | None = None,
-        on_checkpoint: Callable[[Trainer], None] | None = None,
+        on_checkpoint: Callable[[OffPolicyTrainer], None] | None = None,
         data_parallel: DataParallel | None = None,
     ) -> None:
         self.env, self.agent, self.settings = env, agent, settings
@@ -143,6 +198,11 @@ class Trainer:
         self._window_start = (0, time.perf_counter())
         self.last_scalars: dict[str, float] = {}
         """Scalars of the latest logging point."""
+
+    @property
+    def steps_per_env(self) -> int:
+        """Env steps per env in one iteration: one."""
+        return 1
 
     @property
     def env_steps(self) -> int:
@@ -356,117 +416,3 @@ class Trainer:
                 "every rank stops and the last good checkpoint is kept"
             )
         return [row[1] for row in table], any(row[0] > 0 for row in table)
-
-
-# ================================================================================================
-# Build an agent from an ``algo`` config mapping (a ``configs/algo/*.yaml`` file).
-
-ALGORITHMS: dict[str, type[OffPolicyConfig]] = {"sac": SacConfig, "flashsac": FlashSacConfig}
-"""Algorithm name (the ``name`` key of an algo config) -> its config class."""
-
-TINY_CONFIGS: dict[str, dict[str, Any]] = {
-    "sac": dict(name="sac", actor_hidden_dims=[16], critic_hidden_dims=[16], num_atoms=11, batch_size=16),
-    "flashsac": dict(
-        name="flashsac",
-        actor_hidden_dim=8,
-        critic_hidden_dim=8,
-        actor_num_blocks=1,
-        critic_num_blocks=1,
-        num_atoms=11,
-        batch_size=16,
-        learning_rate_decay_steps=40,
-        n_step=1,
-    ),
-}
-"""The smallest agents of each algorithm, for checks that exercise the loop, not learning
-(``unilab-doctor``'s training-loop audit, tests); pass to :func:`algo_config`."""
-
-
-def algo_config(values: Mapping[str, Any], compile: bool = True) -> OffPolicyConfig:
-    """Typed config from a mapping with a ``name`` key; ``compile=False`` turns compilation off
-    whatever the mapping says (the mapping's ``compile`` can only turn it off, not on)."""
-    name = values.get("name")
-    if name not in ALGORITHMS:
-        raise ValueError(f"algo.name must be one of {sorted(ALGORITHMS)}, got {name!r}")
-    cfg = config_from_dict(ALGORITHMS[name], values)
-    return dataclasses.replace(cfg, compile=cfg.compile and compile)
-
-
-def make_agent(
-    cfg: OffPolicyConfig,
-    observation_dims: Mapping[str, int],
-    act_dim: int,
-    num_envs: int,
-    device: torch.device | str,
-) -> OffPolicyAgent:
-    """The agent for ``cfg``; the actor reads the ``policy`` group and the critics the
-    ``critic`` group, or ``policy`` when the task has no ``critic`` group."""
-    if "policy" not in observation_dims:
-        raise ValueError(f"the env needs a 'policy' observation group, got groups {sorted(observation_dims)}")
-    policy_dim = observation_dims["policy"]
-    critic_dim = observation_dims.get("critic", policy_dim)
-    if isinstance(cfg, FlashSacConfig):
-        return FlashSacAgent(cfg, policy_dim, critic_dim, act_dim, num_envs=num_envs, device=device)
-    if isinstance(cfg, SacConfig):
-        return SacAgent(cfg, policy_dim, critic_dim, act_dim, device=device)
-    raise TypeError(f"no agent for config type {type(cfg).__name__}")
-
-
-def agent_from_checkpoint(checkpoint: Mapping[str, Any], device: torch.device | str, compile: bool = False):
-    """The agent of a loaded checkpoint (``load_checkpoint``), built as it was trained.
-
-    FlashSAC's per-env state (reward scaler, noise) is sized for the training envs;
-    deterministic actions accept any batch. A PPO checkpoint gives a
-    :class:`~unilab_gpu.rl.ppo.PpoAgent` (needs the ``rsl`` extra).
-    """
-    if checkpoint["config"]["algo"].get("name") == "ppo":
-        from unilab_gpu.rl.ppo import agent_from_checkpoint as ppo_agent
-
-        return ppo_agent(checkpoint, device)
-    cfg = algo_config(checkpoint["config"]["algo"], compile=compile)
-    agent = make_agent(cfg, checkpoint["observation_dims"], checkpoint["action_dim"], checkpoint["num_envs"], device)
-    agent.load_state_dict(checkpoint["trainer"]["agent"])
-    return agent
-
-
-# ================================================================================================
-# Roll out a fixed policy and summarise the episodes it finished.
-
-Policy = Callable[[dict[str, torch.Tensor]], torch.Tensor]
-"""Observation groups ``{group: (num_envs, dim)}`` -> actions ``(num_envs, action_dim)``."""
-
-
-@torch.no_grad()
-def evaluate(
-    env: ManagerBasedRlEnv,
-    policy: Policy,
-    steps: int,
-    on_step: Callable[[int], None] | None = None,
-) -> dict[str, float]:
-    """Reset ``env``, run ``policy`` for ``steps`` env steps, return ``env.stats.summary()``
-    over the episodes that ended (``episode/count`` says how many).
-
-    Build the env with ``randomize_initial_episode_length=false`` and use ``steps`` equal to
-    ``env.max_episode_length`` to score exactly one full episode per env. ``on_step(step)`` is
-    called after every step (e.g. to read task diagnostics or render a frame).
-    """
-    obs = env.reset()
-    env.stats.clear()
-    for step in range(steps):
-        env.step(policy(obs))
-        if on_step is not None:
-            on_step(step)
-    summary = env.stats.summary()
-    env.stats.clear()
-    return summary
-
-
-def agent_policy(agent) -> Policy:
-    """The deterministic policy of an agent (``agent.act(obs["policy"], deterministic=True)``)."""
-    return lambda obs: agent.act(obs["policy"], deterministic=True)
-
-
-def uniform_random_policy(env: ManagerBasedRlEnv, generator: torch.Generator | None = None) -> Policy:
-    """Uniform random actions in ``[-1, 1]``, the trainer's warm-up policy."""
-    action = torch.zeros(env.num_envs, env.action_dim, device=env.device)
-    return lambda obs: action.uniform_(-1.0, 1.0, generator=generator)

@@ -1,0 +1,264 @@
+"""A training run: its folder, config and trainer, built from a resolved config.
+
+Nothing is written before the config is valid. A run folder ``<run_root>/<task>/<algo>/<timestamp>/``
+receives the resolved ``config.yaml``, TensorBoard event files and ``checkpoint.pt``; it is created
+only once env and agent are built and never reused by another run, and a resume is checked against
+its checkpoint before anything is written (:mod:`unilab_gpu.rl.checkpoint`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from unilab_gpu import __version__
+from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
+from unilab_gpu.rl.agents import algo_config, make_agent
+from unilab_gpu.rl.checkpoint import (
+    CHECKPOINT_NAME,
+    CONFIG_NAME,
+    CheckpointError,
+    NonFiniteStateError,
+    RunFolderError,
+    RunLock,
+    built_mismatches,
+    create_run_folder,
+    describe_entries,
+    load_checkpoint,
+    non_finite_entries,
+    open_run_folder,
+    raise_on_mismatches,
+    recorded_mismatches,
+    resume_command,
+    save_checkpoint,
+    write_atomic,
+)
+from unilab_gpu.rl.distributed import DataParallel
+from unilab_gpu.rl.logger import Progress, TrainLogger
+from unilab_gpu.rl.off_policy import run_updates
+from unilab_gpu.rl.trainer import OffPolicyTrainer, Trainer, TrainerSettings
+from unilab_gpu.training.config import ConfigError
+from unilab_gpu.training.signals import stop_signals_deferred
+from unilab_gpu.utils.files import unwritable
+
+
+class NothingToDo(Exception):
+    """A resume whose ``total_env_steps`` the run has already done; nothing was written."""
+
+
+class SaveError(RuntimeError):
+    """A checkpoint could not be written (full disk, read-only folder); the previous one is intact."""
+
+
+def new_run_dir(cfg: DictConfig) -> tuple[Path, bool]:
+    """``cfg.run_dir``, or ``<run_root>/<task>/<algo>/<timestamp>``; and whether the name is a
+    generated one (numbered ``_1``, ``_2``, ... when taken) rather than the user's."""
+    if cfg.run_dir is not None:
+        return Path(cfg.run_dir), False
+    return Path(cfg.run_root) / cfg.task / cfg.algo.name / time.strftime("%Y-%m-%d_%H-%M-%S"), True
+
+
+@dataclass
+class Run:
+    """A training run: its folder, config, trainer and the lock it holds on the folder (rank 0's
+    alone in a data-parallel run: the other ranks hold no lock, and know no folder of a new run)."""
+
+    run_dir: Path | None
+    cfg: DictConfig
+    trainer: Trainer
+    lock: RunLock | None
+    saved_iteration: int = 0
+    """Iteration of the latest checkpoint on disk."""
+
+    def payload(self) -> dict:
+        """The checkpoint dictionary: trainer state plus what a resume is checked against."""
+        return {
+            "trainer": self.trainer.state_dict(),
+            "config": OmegaConf.to_container(self.cfg, resolve=True),
+            "num_envs": self.trainer.env.num_envs,
+            "observation_dims": dict(self.trainer.env.observation_dims),
+            "action_dim": self.trainer.env.action_dim,
+            "package_version": __version__,
+        }
+
+    def save(self, trainer: Trainer | None = None) -> Path:
+        """Write ``checkpoint.pt`` atomically (also the ``on_checkpoint`` callback); a Ctrl-C
+        during the write is held back until it is done.
+
+        Raises:
+            NonFiniteStateError: the agent's state holds NaN or inf; nothing is written.
+            SaveError: the file could not be written; the previous checkpoint is intact.
+        """
+        payload = self.payload()
+        bad = non_finite_entries(payload["trainer"]["agent"])
+        if bad:
+            raise NonFiniteStateError(
+                f"non-finite agent state ({describe_entries(bad)}) at iteration {self.trainer.iteration}, not saved"
+            )
+        try:
+            with stop_signals_deferred():
+                path = save_checkpoint(self.run_dir / CHECKPOINT_NAME, payload)
+        except OSError as error:
+            raise SaveError(f"cannot save a checkpoint in {self.run_dir}: {error.strerror or error}") from None
+        self.saved_iteration = self.trainer.iteration
+        return path
+
+    def last_good(self) -> str:
+        """Where the latest checkpoint on disk is, for the line that ends a failed run."""
+        return f"last good checkpoint kept at {self.run_dir / CHECKPOINT_NAME} (iteration {self.saved_iteration})"
+
+
+def write_config(cfg: DictConfig, run_dir: Path) -> None:
+    """Write the resolved ``config.yaml`` of a run atomically."""
+    write_atomic(run_dir / CONFIG_NAME, lambda file: file.write(OmegaConf.to_yaml(cfg).encode()))
+
+
+def build_run(cfg: DictConfig, stream=None, data_parallel: DataParallel | None = None) -> Run:
+    """Env, agent, trainer and run folder for a resolved config (``resume`` restores state).
+
+    Nothing is written before the config is valid: a new run folder appears (atomically, with
+    its config and an iteration-0 checkpoint) once env and agent are built; a resume locks its
+    folder, checks the config against the checkpoint and only then rewrites ``config.yaml``.
+    In a data-parallel run only rank 0 locks or writes anything; the others read the checkpoint.
+    """
+    lock, notes, checkpoint = None, [], None
+    main = data_parallel is None or data_parallel.is_main
+    if main:  # found out now, not after the env is built
+        folder = Path(cfg.resume) if cfg.resume is not None else new_run_dir(cfg)[0]
+        if (problem := unwritable(folder / CHECKPOINT_NAME)) is not None:
+            key = "resume" if cfg.resume is not None else "run_dir" if cfg.run_dir is not None else "run_root"
+            raise RunFolderError(f"{key}: cannot write the run folder {folder}: {problem}")
+    if cfg.resume is not None and main:
+        lock, notes = open_run_folder(Path(cfg.resume))
+    try:
+        if cfg.resume is not None:
+            checkpoint = load_checkpoint(cfg.resume)
+            plain = OmegaConf.to_container(cfg, resolve=True)
+            raise_on_mismatches(cfg.resume, recorded_mismatches(checkpoint, plain, cfg.env.num_envs))
+        run = _build(cfg, checkpoint, lock, stream, data_parallel)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    for note in notes:
+        run.trainer.logger.message(f"{run.run_dir}: {note}")
+    return run
+
+
+def check_resumable(cfg: DictConfig, checkpoint: dict) -> None:
+    """Refuse a resume that has nothing to do, or whose checkpoint holds NaN or inf agent state.
+
+    Raises:
+        NothingToDo: the run has done ``total_env_steps`` already.
+        CheckpointError: non-finite agent state (a run that diverged: it cannot continue).
+    """
+    done = int(checkpoint["trainer"]["env_steps"])
+    if done >= cfg.total_env_steps:
+        raise NothingToDo(
+            f"nothing to do: {cfg.resume} has done {done:,} env steps, total_env_steps is {cfg.total_env_steps:,}; "
+            f"raise it to train on, e.g. {resume_command(cfg.resume)} total_env_steps={2 * done}"
+        )
+    bad = non_finite_entries(checkpoint["trainer"]["agent"])
+    if bad:
+        raise CheckpointError(
+            f"resume of {cfg.resume} refused, nothing was written: its checkpoint holds non-finite agent state "
+            f"({describe_entries(bad)}); start a new run"
+        )
+
+
+def make_trainer(
+    env: ManagerBasedRlEnv, cfg: DictConfig, seed: int, data_parallel: DataParallel | None = None
+) -> Trainer:
+    """The trainer of ``cfg.algo``: SAC/FlashSAC's :class:`~unilab_gpu.rl.trainer.OffPolicyTrainer`,
+    or RSL-RL's PPO runner (``algo=ppo``, :class:`~unilab_gpu.rl.ppo.PpoTrainer`). In a
+    data-parallel run the ``total_env_steps`` are shared by all ranks."""
+    algo_values = algo_mapping(cfg)
+    world = data_parallel.world_size if data_parallel is not None else 1
+    settings = dict(log_every=cfg.log_every, checkpoint_every=cfg.checkpoint_every)
+    if cfg.algo.name == "ppo":
+        if world > 1:
+            raise ConfigError("algo=ppo: data-parallel launches (torchrun) train SAC and FlashSAC only")
+        try:
+            from unilab_gpu.rl.ppo import PpoTrainer
+        except ModuleNotFoundError as error:
+            raise ConfigError(f"algo=ppo needs {error.name}: pip install 'unilab-gpu[rsl]'") from None
+        return PpoTrainer.from_config(env, algo_values, cfg.total_env_steps, **settings)
+    agent_cfg = algo_config(algo_values, compile=cfg.compile)
+    iterations = max(1, math.ceil(cfg.total_env_steps / (env.num_envs * world)))
+    if agent_cfg.learning_rate_decay_steps == 0:
+        # The preset's "decay over the whole run": this run's update count, written into the run's
+        # config (and so its checkpoint) so that play, export and a resume build the same schedule.
+        agent_cfg = dataclasses.replace(agent_cfg, learning_rate_decay_steps=run_updates(agent_cfg, iterations))
+        cfg.algo.learning_rate_decay_steps = agent_cfg.learning_rate_decay_steps
+    agent = make_agent(agent_cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
+    run_settings = TrainerSettings(iterations=iterations, seed=seed, **settings)
+    return OffPolicyTrainer(env, agent, run_settings, data_parallel=data_parallel)
+
+
+def algo_mapping(cfg: DictConfig) -> dict[str, Any]:
+    """``cfg.algo`` as a plain dictionary (what the typed algo configs are built from)."""
+    values = OmegaConf.to_container(cfg.algo, resolve=True)
+    assert isinstance(values, dict)
+    return {str(key): value for key, value in values.items()}
+
+
+def _build(
+    cfg: DictConfig, checkpoint: dict | None, lock: RunLock | None, stream, data_parallel: DataParallel | None
+) -> Run:
+    start_iteration = checkpoint["trainer"]["iteration"] if checkpoint else 0
+    # A resumed run reseeds with an offset so it does not replay the first run's randomness;
+    # every rank of a data-parallel run has its own seed (env, exploration, replay sampling).
+    rank = data_parallel.rank if data_parallel is not None else 0
+    main = rank == 0
+    seed = cfg.seed + start_iteration + rank
+    env = make_env(
+        cfg.task,
+        num_envs=cfg.env.num_envs,
+        device=cfg.device,
+        overrides=list(cfg.env.overrides),
+        seed=seed,
+        compile=cfg.compile,
+        capture=cfg.env.capture,
+        announce=main,
+    )
+    trainer = make_trainer(env, cfg, seed, data_parallel)
+    agent, settings = trainer.agent, trainer.settings
+    if checkpoint is not None:
+        # Listed with the algo keys that changed, which explain a network-shape mismatch.
+        lines = recorded_mismatches(checkpoint, OmegaConf.to_container(cfg, resolve=True), env.num_envs)
+        lines += built_mismatches(checkpoint, env.observation_dims, env.action_dim, agent.state_dict())
+        raise_on_mismatches(cfg.resume, lines)
+        check_resumable(cfg, checkpoint)
+        trainer.load_state_dict(checkpoint["trainer"])
+        run_dir: Path | None = Path(cfg.resume)
+        if main:
+            write_config(cfg, run_dir)  # type: ignore[arg-type]
+    elif not main:
+        run_dir = None  # rank 0 names and writes the folder
+    else:
+        target, numbered = new_run_dir(cfg)
+
+        def fill(folder: Path) -> None:
+            write_config(cfg, folder)
+            save_checkpoint(folder / CHECKPOINT_NAME, Run(folder, cfg, trainer, None).payload())  # type: ignore[arg-type]
+
+        run_dir, lock = create_run_folder(target, fill, numbered=numbered)
+    if not main:  # silent, and never writes: rank 0 logs the fleet's totals and checkpoints
+        trainer.logger = TrainLogger(None, None)
+        return Run(run_dir, cfg, trainer, None)
+    try:
+        progress = Progress(settings.iterations, trainer.iteration, mode=cfg.progress, stream=stream)
+        trainer.logger = TrainLogger(run_dir, progress)
+    except BaseException:
+        lock.release()  # type: ignore[union-attr]
+        raise
+    run = Run(run_dir, cfg, trainer, lock, saved_iteration=trainer.iteration)
+    trainer.on_checkpoint = run.save
+    return run
