@@ -22,6 +22,23 @@ if COMPILE_BACKEND == "inductor":
 
 A_STAR = torch.tensor([0.5, -0.3])
 
+SAC_SMALL = dict(actor_hidden_dims=(32,), critic_hidden_dims=(32,), num_atoms=21, compile=False)
+FLASHSAC_SMALL = dict(
+    actor_hidden_dim=16, critic_hidden_dim=16, actor_num_blocks=1, critic_num_blocks=1, num_atoms=21, compile=False
+)
+
+
+def small_agent(algo: str, num_envs: int = 4, compile_backend: str = "inductor", **overrides):
+    """A small SAC or FlashSAC agent for policy obs 5, critic obs 7, actions 2 (FlashSAC: ``num_envs``
+    rows of per-env state); ``overrides`` are config keys."""
+    from unilab_gpu.rl.flashsac import FlashSacAgent, FlashSacConfig
+    from unilab_gpu.rl.sac import SacAgent, SacConfig
+
+    if algo == "sac":
+        return SacAgent(SacConfig(**{**SAC_SMALL, **overrides}), 5, 7, 2, compile_backend=compile_backend)
+    cfg = FlashSacConfig(**{**FLASHSAC_SMALL, **overrides})
+    return FlashSacAgent(cfg, 5, 7, 2, num_envs=num_envs, compile_backend=compile_backend)
+
 
 def synthetic_batch(size: int, policy_dim: int, critic_dim: int, act_dim: int, seed: int = 0) -> dict:
     gen = torch.Generator().manual_seed(seed)
