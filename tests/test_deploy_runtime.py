@@ -15,6 +15,7 @@ import ast
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -391,3 +392,300 @@ def test_the_committed_velocity_policy_walks_in_mujoco_c() -> None:
     summary = report["summary"]
     assert summary["falls"] == 0 and summary["lin_vel_error_mps"] < 0.2, summary
     assert summary["torque_limit_excess_nm"] == 0.0 and summary["joint_limit_excess_rad"] < 0.01
+
+
+# -- metadata the runtime must not trust (issue 36) -------------------------------------------
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("unilab-sim2sim: error:") and "\n" not in err, err
+    return err
+
+
+def _set(key: str, value):
+    def edit(meta):
+        meta[key] = value
+        return meta
+
+    return edit
+
+
+def _set_item(key: str, index: int, value):
+    def edit(meta):
+        meta[key][index] = value
+        return meta
+
+    return edit
+
+
+def _set_term(field: str, value):
+    def edit(meta):
+        meta["observation_terms"][0][field] = value
+        return meta
+
+    return edit
+
+
+BAD_METADATA = {
+    # Each of these ran before: every control NaN (MuJoCo zeroed it) or no physics step, reported as 0 falls.
+    "nan action scale": (_set_item("action_scale", 0, float("nan")), "'action_scale[0]' must be a finite number"),
+    "nan offset": (_set_item("action_offset", 2, float("nan")), "'action_offset[2]' must be a finite number"),
+    "nan bound": (_set_item("action_bounds", 1, [float("nan"), 1.0]), "'action_bounds[1]' must be [low, high]"),
+    "nan default": (
+        _set_item("observed_default_joint_pos", 4, float("nan")),
+        "'observed_default_joint_pos[4]' must be a finite number",
+    ),
+    "nan obs scale": (_set_term("scale", float("nan")), "'observation_terms[0].scale' must be a finite number"),
+    "decimation 0": (_set("decimation", 0), "'decimation' must be an integer >= 1, got 0"),
+    "control period": (_set("control_dt", 1e9), "'control_dt' must be decimation x physics_dt = 4 x 0.005 = 0.02 s"),
+    "string number": (
+        _set("physics_dt", "0.005"),
+        "'physics_dt' must be a finite number > 0, got '0.005' (a string)",
+    ),
+    "short list": (_set("stiffness", [1.0] * 28), "'stiffness' has 28 entries, expected 29 (one per action)"),
+    "version string": (
+        _set("metadata_version", "3"),
+        "'metadata_version' must be an integer such as 3, got '3' (a string)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case_name", list(BAD_METADATA))
+def test_metadata_numbers_are_checked_when_read(cases, tmp_path, capsys, case_name) -> None:
+    edit, message = BAD_METADATA[case_name]
+    policy = cases["g1_velocity_play"].path
+    bad = _with_metadata(policy, tmp_path / "bad.onnx", lambda m: edit(copy.deepcopy(m)))
+    with pytest.raises(DeploymentError, match=re.escape(message)):
+        PolicyFile(bad)
+    out = tmp_path / "report.json"
+    assert sim2sim_main([str(bad), "--command", "0.5,0,0", "--seconds", "0.1", "--out", str(out)]) == 2
+    assert message in _one_line_error(capsys)
+    assert not out.exists()
+
+
+def test_network_width_and_observed_joints_are_checked(cases, tmp_path) -> None:
+    case = cases["g1_velocity_play"]
+    meta = copy.deepcopy(case.policy.metadata)
+    meta["action_dim"] = 28
+    for key in ("joint_names", "actuator_names", "action_low", "action_high", "action_scale"):
+        meta[key] = meta[key][:28]
+    for key in ("action_scale_negative", "action_offset", "action_bounds", "stiffness", "damping", "effort_limit"):
+        meta[key] = meta[key][:28]
+    with pytest.raises(DeploymentError, match="the network writes 29 columns, the metadata's action_dim is 28"):
+        PolicyFile(case.path, meta)
+    # Two observed joints swapped: the runtime would read each into the other's columns.
+    meta = copy.deepcopy(case.policy.metadata)
+    names = meta["observed_joint_names"]
+    names[3], names[9] = names[9], names[3]
+    with pytest.raises(
+        DeploymentError,
+        match=r"'observed_joint_names\[3\]' is 'right_knee_joint', the model's joint 3 .* is 'left_knee_joint'",
+    ):
+        Controller(PolicyFile(case.path, meta), case.model)
+    meta = copy.deepcopy(case.policy.metadata)
+    meta["observed_default_joint_pos"][3] += 0.2
+    with pytest.raises(DeploymentError, match=r"'observed_default_joint_pos\[3\]' \(left_knee_joint\) is"):
+        Controller(PolicyFile(case.path, meta), case.model)
+
+
+def test_a_policy_without_velocity_or_motion_command_is_named_so(tmp_path, capsys) -> None:
+    env = make_env("pendulum", num_envs=1, device="cpu", compile=False)
+    dims = env.observation_dims
+    agent = SacAgent(
+        SacConfig(actor_hidden_dims=(8,), critic_hidden_dims=(8,), compile=False),
+        dims["policy"],
+        dims.get("critic", dims["policy"]),
+        env.action_dim,
+    )
+    path = export_agent(env, agent, "pendulum", "sac", tmp_path / "pendulum.onnx")
+    assert sim2sim_main([str(path), "--command", "0,0,0"]) == 2
+    line = _one_line_error(capsys)
+    assert "reads neither a velocity nor a motion command" in line and "velocity policy" not in line
+
+
+def test_seconds_shorter_than_a_control_step_run_nothing(cases, tmp_path, capsys) -> None:
+    out = tmp_path / "report.json"
+    args = [str(cases["g1_velocity_play"].path), "--command", "0.5,0,0", "--out", str(out)]
+    assert sim2sim_main([*args, "--seconds", "0.01"]) == 2
+    assert "--seconds 0.01 is less than one control step of the policy (0.02 s)" in _one_line_error(capsys)
+    assert not out.exists()
+    # A part of a step is not taken, and the report says the time simulated, not the time asked for.
+    assert sim2sim_main([*args, "--seconds", "0.05"]) == 0
+    report = json.loads(out.read_text())
+    assert report["seconds"] == 0.04 and report["interrupted"] is False
+
+
+def test_out_and_video_must_differ(cases, tmp_path, capsys) -> None:
+    same = tmp_path / "run.mp4"
+    same.write_bytes(b"a video")
+    args = [str(cases["g1_velocity_play"].path), "--command", "0.5,0,0", "--force"]
+    with pytest.raises(SystemExit) as exited:
+        sim2sim_main([*args, "--out", str(same), "--video", str(tmp_path / "." / "run.mp4")])
+    assert exited.value.code == 2 and "--out and --video name the same file" in capsys.readouterr().err
+    assert same.read_bytes() == b"a video"
+
+
+def test_ctrl_c_reports_the_steps_taken(cases, tmp_path, capsys, monkeypatch) -> None:
+    import unilab_gpu.cli.sim2sim as cli
+
+    class StopAfter30:  # Ctrl-C as the 30th control step ends; the progress line is printed first
+        def __call__(self, done, steps, falls):
+            print(f"  step {done} of {steps}")
+            if done == 30:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_Progress", StopAfter30)
+    out = tmp_path / "report.json"
+    code = sim2sim_main(
+        [str(cases["g1_velocity_play"].path), "--command", "0.5,0,0", "--seconds", "1e9", "--out", str(out)]
+    )
+    assert code == cli.INTERRUPTED_EXIT_CODE
+    printed = capsys.readouterr().out
+    assert "step 29 of 50000000000" in printed and "interrupted; the report covers the 0.6 s simulated" in printed
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True and report["seconds"] == 0.6
+    assert [row["second"] for row in report["per_second"]] == [0]  # 30 steps of the first second
+    # The partial second's means are over the 30 steps taken (the step after them never ran).
+    full = sim2sim(cases["g1_velocity_play"].path, [0.5, 0.0, 0.0], seconds=0.6, announce=lambda line: None)
+    assert report["per_second"] == full["per_second"] and report["summary"] == full["summary"]
+
+
+def test_long_runs_print_progress(cases, capsys, monkeypatch) -> None:
+    import unilab_gpu.cli.sim2sim as cli
+
+    monkeypatch.setattr(cli, "PROGRESS_SECONDS", 0.0)
+    assert sim2sim_main([str(cases["g1_velocity_play"].path), "--command", "0.5,0,0", "--seconds", "0.1"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  step ")]
+    assert lines[-1].startswith("  step 5 of 5 (100.0 %), 0 falls") and len(lines) == 5
+
+
+def test_a_motion_file_the_metadata_names_is_looked_for_and_named(cases, tmp_path, capsys, monkeypatch) -> None:
+    from unilab_gpu.motion import RobotKinematics, save_motion, synthesize_clip
+
+    case = cases["g1_tracking_play"]
+    folder = tmp_path / "robot"
+    folder.mkdir()
+
+    def naming(name):
+        def edit(meta):
+            meta["commands"]["motion"]["params"]["motion_files"] = [name]
+            return meta
+
+        return edit
+
+    # An absolute path of another machine: looked for by its file name beside the policy, then here.
+    policy = _with_metadata(case.path, folder / "policy.onnx", naming("/elsewhere/clips/walk.npz"))
+    monkeypatch.chdir(tmp_path)
+    assert sim2sim_main([str(policy)]) == 2
+    line = _one_line_error(capsys)
+    assert "the policy's motion '/elsewhere/clips/walk.npz'" in line and "give the clip with --motion FILE" in line
+    assert f"{folder / 'walk.npz'}, walk.npz" in line
+    save_motion(synthesize_clip(1.0, 4, fps=50.0, kinematics=RobotKinematics.from_robot("g1")), folder / "walk.npz")
+    out = tmp_path / "report.json"
+    assert sim2sim_main([str(policy), "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["motion"] == str(folder / "walk.npz")
+
+
+def test_exports_name_motion_files_portably(tmp_path) -> None:
+    from unilab_gpu.motion import RobotKinematics, save_motion, synthesize_clip
+
+    g1 = RobotKinematics.from_robot("g1")
+    clip = save_motion(synthesize_clip(1.0, 5, fps=50.0, kinematics=g1), tmp_path / "deep" / "folder" / "clip.npz")
+    override = f"commands.motion.params.motion_files=[{clip}]"
+    env = make_env("g1_tracking_play", num_envs=1, device="cpu", compile=False, overrides=[override])
+    meta = deployment_metadata(env, "g1_tracking_play", "sac", [override])
+    assert meta["motion"] == "clip.npz" and meta["commands"]["motion"]["params"]["motion_files"] == ["clip.npz"]
+    assert meta["env_overrides"] == ["commands.motion.params.motion_files=[clip.npz]"]
+    assert str(tmp_path) not in json.dumps(meta)
+
+
+# -- one spelling of a term, and user modules (issue 35) ----------------------------------------
+USER_TERMS = '''
+def root_height_below(env, min_height: float):
+    """A user's termination that shares its short name with the project's."""
+    return env.robot.root_pos_w[:, 2] < min_height
+'''
+
+USER_TWINS = """
+import numpy as np
+
+def joint_speed(ctx, term):
+    return lambda data: data.qvel[ctx.joint_qvel].copy()
+
+def root_below(ctx, term, min_height):
+    from unilab_gpu.deploy.terminations import FallCheck
+    return FallCheck(lambda data, frame: bool(data.qpos[ctx.root_qpos + 2] < min_height), f"my root below {min_height}")
+
+OBSERVATIONS = {"my_terms.joint_speed": joint_speed}
+COMMANDS = {"my_terms:Twist": "velocity"}
+TERMINATIONS = {"my_terms.root_height_below": root_below}
+"""
+
+
+@pytest.fixture
+def user_modules(tmp_path, monkeypatch):
+    (tmp_path / "my_terms.py").write_text(USER_TERMS)
+    (tmp_path / "my_twins.py").write_text(USER_TWINS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("UNILAB_TERM_MODULES", os.environ.get("UNILAB_TERM_MODULES", "") + ",my_terms")
+
+
+def test_falls_match_resolved_terminations_not_short_names(user_modules, monkeypatch) -> None:
+    meta = {"task": "g1_velocity", "env_overrides": ["terminations.fell.func=my_terms.root_height_below"]}
+    rule = FallRule.of_task(meta)
+    assert [name for name, _, _ in rule.counted] == ["tilt"]  # another module's root_height_below is not counted
+    assert rule.uncounted == (("fell", "my_terms.root_height_below"),)
+    # The colon spelling is the same term as the dotted one.
+    colon = ["terminations.fell.func=unilab_gpu.envs.mdp.terminations:root_height_below"]
+    assert FallRule.of_task({"task": "g1_velocity", "env_overrides": colon}) == FallRule.of_task(
+        {"task": "g1_velocity", "env_overrides": []}
+    )
+    # With the user's twin listed, the user's termination counts.
+    monkeypatch.setenv("UNILAB_DEPLOY_MODULES", "my_twins")
+    assert [name for name, _, _ in FallRule.of_task(meta).counted] == ["tilt", "fell"]  # builtin twins first
+
+
+def test_user_modules_add_observation_twins_and_command_kinds(cases, user_modules, monkeypatch) -> None:
+    case = cases["g1_velocity_play"]
+    meta = copy.deepcopy(case.policy.metadata)
+    next(t for t in meta["observation_terms"] if t["name"] == "joint_vel")["func"] = "my_terms.joint_speed"
+    meta["commands"]["twist"]["func"] = "my_terms.Twist"
+    with pytest.raises(DeploymentError, match="uses my_terms.joint_speed.*listed in UNILAB_DEPLOY_MODULES"):
+        Controller(PolicyFile(case.path, meta), case.model)
+    monkeypatch.setenv("UNILAB_DEPLOY_MODULES", "my_twins")
+    controller = Controller(PolicyFile(case.path, meta), case.model)
+    assert controller.phase_step > 0  # the user's command is a velocity command: its gait clock runs
+    drift = case.drift(controller)
+    assert max(drift) <= DRIFT_TOLERANCE, drift
+    monkeypatch.setenv("UNILAB_DEPLOY_MODULES", "no_such_module")
+    with pytest.raises(DeploymentError, match="UNILAB_DEPLOY_MODULES: cannot import 'no_such_module'"):
+        Controller(PolicyFile(case.path, meta), case.model)
+
+
+def test_colon_form_terms_train_export_and_run_in_mujoco_c(tmp_path, capsys) -> None:
+    """A task written in the documented ``module:attr`` form trains, exports (residual actions
+    about the reference it observes) and runs in MuJoCo C with its falls counted."""
+    from unilab_gpu.cli.train import main as train_main
+
+    colon = [
+        "commands.motion.func=unilab_gpu.tasks.tracking.motion_command:MotionCommand",
+        "observations.policy.terms.command.func=unilab_gpu.tasks.tracking.observations:motion_command",
+        "observations.policy.terms.joint_pos.func=unilab_gpu.envs.mdp.observations:joint_pos_rel",
+        "terminations.anchor_height.func=unilab_gpu.tasks.tracking.terminations:anchor_height_error",
+        "terminations.anchor_orientation.func=unilab_gpu.tasks.tracking.terminations:anchor_orientation_error",
+    ]
+    run = tmp_path / "run"
+    tiny = ["algo=sac", "algo.warmup_steps=1", "algo.batch_size=8", "algo.buffer_capacity_per_env=16"]
+    tiny += ["algo.actor_hidden_dims=[8]", "algo.critic_hidden_dims=[8]", "algo.num_atoms=11"]
+    overrides = "env.overrides=[" + ",".join(f"'{o}'" for o in colon) + "]"
+    args = ["task=g1_tracking", "env.num_envs=2", "total_env_steps=4", "progress=lines", f"run_dir={run}"]
+    assert train_main([*args, *tiny, overrides]) == 0
+    assert "export: policy" in capsys.readouterr().out
+    meta = PolicyFile(run / "policy.onnx").metadata
+    assert meta["commands"]["motion"]["func"] == "unilab_gpu.tasks.tracking.motion_command.MotionCommand"
+    assert meta["observation_terms"][0]["func"] == "unilab_gpu.tasks.tracking.observations.motion_command"
+    assert meta["action_offset_observation_columns"] is not None  # the reference found under its colon name
+    out = tmp_path / "report.json"
+    assert sim2sim_main([str(run / "policy.onnx"), "--seconds", "0.2", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["falls_are"].startswith("anchor height off the reference's by > 0.25 m or gravity z")
+    assert report["seconds"] == 0.2

@@ -37,12 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from unilab_gpu.export.sim2sim import sim2sim
-from unilab_gpu.utils.files import check_output, write_atomic
+from unilab_gpu.utils.files import check_output, write_json_atomic
 
 PROGRESS_SECONDS = 10.0
 """Wall-clock seconds between progress lines of a run."""
 
-INTERRUPTED = 130
+INTERRUPTED_EXIT_CODE = 130
 """Exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
 
 
@@ -98,21 +98,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("unilab-sim2sim: interrupted before the first control step; nothing written", file=sys.stderr)
-        return INTERRUPTED
+        return INTERRUPTED_EXIT_CODE
     if report["summary"] is None:  # Ctrl-C before one control step was complete
         print("unilab-sim2sim: interrupted before the first control step; nothing written", file=sys.stderr)
-        return INTERRUPTED
+        return INTERRUPTED_EXIT_CODE
     _print(report)
     if report["interrupted"]:
         print(f"unilab-sim2sim: interrupted; the report covers the {report['seconds']:g} s simulated before it")
     if args.out is not None:
-        import json
-
-        write_atomic(args.out, lambda file: file.write((json.dumps(report, indent=2) + "\n").encode()))
+        write_json_atomic(args.out, report)
         print(f"report: {args.out}")
     if args.video is not None:
         print(f"video: {args.video}")
-    return INTERRUPTED if report["interrupted"] else 0
+    return INTERRUPTED_EXIT_CODE if report["interrupted"] else 0
 
 
 def _same_file(a: str, b: str) -> bool:
