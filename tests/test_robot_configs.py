@@ -169,3 +169,17 @@ def _fails(folder: Path, file: str, message: str) -> None:
     assert "\n" not in line
     assert line.startswith("task 'biped_from_g1': ") and str(folder / file) in line and message in line, line
     assert sorted(folder.rglob("*")) == before  # nothing written
+
+
+def test_a_user_path_that_is_no_folder_is_named(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(USER_PATH_ENV, str(tmp_path / "nope"))
+    with pytest.raises(FileNotFoundError, match=f"^{USER_PATH_ENV}: '{tmp_path / 'nope'}' is not a folder$"):
+        load_task_cfg("g1_stand")
+
+
+def test_an_unknown_robot_lists_the_robot_configs(user_folder) -> None:
+    with pytest.raises(ValueError) as error:
+        load_task_cfg("g1_stand", ["robot=bipedal"])
+    line = str(error.value)
+    assert line.startswith("task 'g1_stand': no robot config 'bipedal.yaml' in ") and "\n" not in line
+    assert str(user_folder / "configs" / "robot") in line and "robots: ['biped', 'g1'" in line
