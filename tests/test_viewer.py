@@ -124,6 +124,78 @@ def test_training_viewer_then_play_viewer_of_the_run(tmp_path, capsys, monkeypat
         assert any("4 envs x 4 steps" in line for line in lines)
 
 
+# -- hostile clients -------------------------------------------------------------------------
+class ViserClient:
+    """A bare websocket client of a viser server that sends GUI updates as a browser would, but
+    with any value (viser casts it to the control's type and nothing more)."""
+
+    def __init__(self, live: LiveViewer) -> None:
+        import viser
+        from websockets.sync.client import connect
+
+        port = live.server.get_port()
+        self.socket = connect(f"ws://127.0.0.1:{port}", subprotocols=[f"viser-v{viser.__version__}"], open_timeout=10)
+        # viser counts a client as connected (and runs GUI callbacks for it) after its first camera message.
+        camera = {"wxyz": [1.0, 0.0, 0.0, 0.0], "position": [3.0, 0.0, 1.0], "fov": 1.0, "near": 0.01, "far": 100.0}
+        camera |= {"image_height": 480, "image_width": 640, "look_at": [0.0] * 3, "up_direction": [0.0, 0.0, 1.0]}
+        self._send({"type": "ViewerCameraMessage", **camera})
+        wait_for_client(live)
+
+    def _send(self, message: dict) -> None:
+        import msgspec
+
+        self.socket.send(msgspec.msgpack.encode(message))
+
+    def set(self, control, value) -> None:
+        self._send({"type": "GuiUpdateMessage", "uuid": control._impl.uuid, "updates": {"value": value}})
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+def _wait_until(condition, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the viewer never applied the update"
+        time.sleep(0.02)
+
+
+def test_gui_values_from_a_hostile_client_are_clamped() -> None:
+    env = make_env("pendulum", num_envs=5, device="cpu", compile=False, seed=0, announce=False)
+    env.reset()
+    live = LiveViewer(env, worlds=2, port=0)
+    client = ViserClient(live)
+    try:
+        # Speed 0 divided the pace by zero (ZeroDivisionError in unilab-play's loop); now the slider's minimum.
+        client.set(live.speed_control, 0)
+        _wait_until(lambda: live.speed == 0.1)
+        live.on_step(0)
+        live.on_step(1)
+        client.set(live.speed_control, 1e9)
+        _wait_until(lambda: live.speed == 4.0)
+        client.set(live.speed_control, float("nan"))  # kept: the last good speed
+        client.set(live.speed_control, 2.5)
+        _wait_until(lambda: live.speed == 2.5)
+        assert live.speed_control.value == 2.5
+        # A first world past the last one (or below 0) shows the last (first) K worlds instead of failing.
+        client.set(live.first_world_control, 10**9)
+        _wait_until(lambda: live.feed.first == 3)
+        client.set(live.first_world_control, -7)
+        _wait_until(lambda: live.feed.first == 0)
+        live.on_step(2)
+    finally:
+        client.close()
+        live.close()
+
+
+def test_clamp_gui() -> None:
+    from unilab_gpu.viewer.live import clamp_gui
+
+    assert clamp_gui(0, 0.1, 4.0, 1.0) == 0.1 and clamp_gui(float("inf"), 0.1, 4.0, 1.0) == 4.0
+    assert clamp_gui(float("nan"), 0.1, 4.0, 1.5) == 1.5 and clamp_gui("fast", 0.1, 4.0, 1.5) == 1.5
+    assert clamp_gui(None, 0, 3, 2) == 2 and clamp_gui("2", 0, 3, 1) == 2.0
+
+
 # -- scene -------------------------------------------------------------------------------------
 def test_command_arrows_turn_with_the_heading() -> None:
     half = np.sqrt(0.5)

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 import threading
 import time
+from typing import Any
 
 import viser
 
@@ -35,6 +37,21 @@ def _quiet():
     if os.environ.get("UNILAB_VERBOSE", "") not in ("", "0"):
         return contextlib.nullcontext()
     return contextlib.redirect_stdout(io.StringIO())
+
+
+SPEED_RANGE = (0.1, 4.0)
+"""The play speed's slider range (x real time); a value a client sends is clamped into it."""
+
+
+def clamp_gui(value: Any, low: float, high: float, fallback: float) -> float:
+    """A number from the browser as the server may use it: clamped to ``[low, high]``. Any
+    websocket client can send any value, not only what the slider offers (0 would divide the
+    pace by zero); NaN or a non-number leaves ``fallback``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return fallback
+    return fallback if math.isnan(number) else min(max(number, low), high)
 
 
 def format_numbers(snapshot: WorldSnapshot) -> str:
@@ -102,14 +119,18 @@ class LiveViewer:
     # -- controls ------------------------------------------------------------------------------
     def _add_controls(self) -> None:
         gui, feed, env = self.server.gui, self.feed, self.env
+        # Every value the server reads from the panel is clamped: a websocket client may send anything.
         with gui.add_folder("Run"):
             pause = gui.add_checkbox("Pause", initial_value=False, hint="Hold the rollout (play), the picture (train)")
-            pause.on_update(lambda _: setattr(self, "paused", bool(pause.value)))
+            pause.on_update(lambda _: setattr(self, "paused", pause.value is True))
+            self.pause_control = pause
             if self.mode == "play":
                 step = gui.add_button("Step", hint="One env step while paused")
                 step.on_click(lambda _: self.request_step())
-                speed = gui.add_slider("Speed", min=0.1, max=4.0, step=0.1, initial_value=1.0, hint="x real time")
-                speed.on_update(lambda _: setattr(self, "speed", float(speed.value)))
+                low, high = SPEED_RANGE
+                speed = gui.add_slider("Speed", min=low, max=high, step=0.1, initial_value=1.0, hint="x real time")
+                speed.on_update(lambda _: self._set_speed(speed))
+                self.speed_control = speed
         if env.num_envs > feed.worlds:
             with gui.add_folder("Worlds"):
                 first = gui.add_slider(
@@ -120,10 +141,17 @@ class LiveViewer:
                     initial_value=0,
                     hint=f"Show worlds first .. first + {feed.worlds - 1} of {env.num_envs}",
                 )
-                first.on_update(lambda _: feed.show_from(int(first.value)))
+                last = env.num_envs - feed.worlds
+                first.on_update(lambda _: feed.show_from(round(clamp_gui(first.value, 0, last, feed.first))))
+                self.first_world_control = first
         with gui.add_folder("Numbers"):
             self._numbers = gui.add_markdown("waiting for the first step ...")
         self.scene.scene.create_scene_gui(camera_azimuth=135.0, camera_elevation=15.0)
+
+    def _set_speed(self, control) -> None:
+        self.speed = clamp_gui(control.value, *SPEED_RANGE, fallback=self.speed)
+        if control.value != self.speed:  # show the browser the speed in use
+            control.value = self.speed
 
     def request_step(self) -> None:
         """Advance one env step while paused (play)."""
