@@ -4,6 +4,7 @@ Ctrl-C, and the main job's CPU downsizing (``python -m unilab_gpu``)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -159,3 +160,27 @@ def test_a_preset_schedule_of_zero_decays_over_the_whole_run():
     trainer = make_trainer(env, cfg, seed=0)
     # 100 iterations; updates from iteration 10 on, updates_per_step of the preset each.
     assert trainer.agent.schedule.total_steps == (100 - 10 + 1) * cfg.algo.updates_per_step
+
+
+def test_training_from_python_as_docs_training_md_shows(tmp_path):
+    """The library calls of docs/training.md ("Training from Python"), with a tiny config."""
+    from unilab_gpu.rl.trainer import OffPolicyTrainer
+    from unilab_gpu.training.config import compose_train_config, resolve_auto
+    from unilab_gpu.training.run import build_run
+
+    cfg = resolve_auto(compose_train_config([*TINY, "total_env_steps=12", f"run_dir={tmp_path / 'run'}"]))
+    run = build_run(cfg)
+    assert isinstance(run.trainer, OffPolicyTrainer) and run.trainer.steps_per_env == 1
+    assert run.trainer.train() is True
+    run.save()
+    run.lock.release()
+    checkpoint = load_checkpoint(tmp_path / "run")
+    assert checkpoint["trainer"]["env_steps"] == 12 and checkpoint["trainer"]["iteration"] == 3
+
+
+def test_train_yaml_names_every_algo_preset():
+    """The comment on train.yaml's algo default lists every file of configs/algo/ (it fell behind once)."""
+    text = (REPO / "configs" / "train.yaml").read_text()
+    comment = text.split("- algo:", 1)[1].split("- _self_", 1)[0]
+    presets = {path.stem for path in (REPO / "configs" / "algo").glob("*.yaml")}
+    assert len(presets) >= 8 and presets <= set(re.findall(r"[a-z_]+", comment))
