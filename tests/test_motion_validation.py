@@ -65,8 +65,59 @@ def test_wrong_shape_names_field_and_expected_shape(tmp_path, clip, kin):
         MotionFormatError, match=re.escape(f"'body_quat_w' has shape ({t}, 30, 3), expected ({t}, 30, 4)")
     ):
         _load(tmp_path, _beyondmimic(clip, body_quat_w=clip.body_quat_w[..., :3]), kin)
-    with pytest.raises(MotionFormatError, match=re.escape(f"'joint_pos' has shape ({t}, 35), expected ({t}, 36)")):
+    holosoma_width = "holosoma 'joint_pos' has 35 columns, expected 36: 7 root columns (position, quaternion wxyz)"
+    with pytest.raises(MotionFormatError, match=re.escape(holosoma_width)):
         _load(tmp_path, _holosoma(clip, joint_pos=np.zeros((t, 35))), kin, format="holosoma")
+
+
+def test_a_holosoma_width_mistake_names_both_layouts(tmp_path, clip, kin):
+    """A holosoma file with a column too few no longer reads as holosoma; the error gives the width
+    each layout would need (not only BeyondMimic's, which named the wrong width)."""
+    t = clip.num_frames
+    short = _holosoma(clip)
+    short["joint_pos"] = short["joint_pos"][:, :-1]
+    expected = (
+        "'joint_pos' has 35 columns and 'joint_names' names 29 joints; expected 29 (BeyondMimic: one column per "
+        "joint) or 36 (holosoma: 7 root columns, position and quaternion wxyz, in front of the joints)"
+    )
+    with pytest.raises(MotionFormatError, match=re.escape(expected)):
+        _load(tmp_path, short, kin)
+    velocities = _holosoma(clip, joint_vel=np.zeros((t, 34)))
+    with pytest.raises(MotionFormatError, match=re.escape("holosoma 'joint_vel' has 34 columns, expected 35: 6 root")):
+        _load(tmp_path, velocities, kin)
+
+
+def test_bodies_that_do_not_follow_the_joints_are_refused(tmp_path, clip, kin):
+    """Every body at the origin (or bodies that are not where the clip's own root and joints put
+    them) was accepted and tracked as the reference."""
+    zeros = np.zeros_like(clip.body_pos_w)
+    with pytest.raises(MotionFormatError) as refused:
+        _load(tmp_path, _beyondmimic(clip, body_pos_w=zeros), kin)
+    message = str(refused.value)
+    assert "'body_pos_w' at frame " in message and "where the clip's own root and joint positions put it" in message
+    assert message.endswith("(every body at one point: are the bodies missing?)")
+    # The distance named is the largest one, computed here without the loader's kinematics: the root
+    # is body 0, now at the origin, so each body's true place is as far from it as in the clip.
+    distance = np.linalg.norm(clip.body_pos_w - clip.root_pos[:, None], axis=-1)
+    assert f"is {distance.max():.3g} m from" in message
+    moved = clip.body_pos_w.copy()
+    moved[7, 3] += [0.0, 0.0, 0.3]  # one body 0.3 m off in one frame
+    with pytest.raises(
+        MotionFormatError, match=rf"^.*'body_pos_w' at frame 7, body '{clip.body_names[3]}': .* is 0\.3 m"
+    ):
+        _load(tmp_path, _beyondmimic(clip, body_pos_w=moved), kin)
+    moved[7, 3] -= [0.0, 0.0, 0.2]  # 0.1 m: within the tolerance
+    _load(tmp_path, _beyondmimic(clip, body_pos_w=moved), kin)
+
+
+def test_bytes_that_are_not_an_npz_are_not_called_python_objects(tmp_path, kin):
+    path = tmp_path / "m.npz"
+    path.write_bytes(b"PK" + np.random.default_rng(0).bytes(500))  # numpy would try it as a pickle
+    with pytest.raises(MotionFormatError, match=re.escape(f"{path}: not an .npz archive: it is not a zip archive")):
+        load_motion(path, kinematics=kin)
+    np.savez(path, fps=np.array(50.0), joint_pos=np.array([[object()]], dtype=object))
+    with pytest.raises(MotionFormatError, match=re.escape(f"{path}: array 'joint_pos' holds Python objects")):
+        load_motion(path, kinematics=kin)
 
 
 def test_unnamed_joint_columns_must_match_the_model(tmp_path, clip, kin):

@@ -172,3 +172,19 @@ def test_task_overrides_hydra_cannot_parse_are_named_too():
     with pytest.raises(ValueError, match=r"^task 'pendulum': override 'rewards.x=\[a=b\]' is not valid Hydra syntax"):
         load_task_cfg("pendulum", ["rewards.x=[a=b]"])
     assert override_syntax_problem(["a=1", "b=['c=d']", "e=[1, 2]"]) is None
+
+
+@pytest.mark.parametrize(
+    "content", [b"", b"random \x00\xff bytes", b"\x80\x02" + bytes(range(200)), b"PK\x03\x04 a damaged zip"]
+)
+def test_damaged_checkpoints_are_never_called_python_objects(tmp_path, content):
+    """Random bytes made torch.load fall back to its legacy pickle reader, and the message said the
+    file 'holds a Python object'; it is damaged or not a checkpoint."""
+    from unilab_gpu.rl.checkpoint import CheckpointError
+
+    path = tmp_path / "checkpoint.pt"
+    path.write_bytes(content)
+    with pytest.raises(CheckpointError) as refused:
+        load_checkpoint(path)
+    assert str(refused.value).startswith(f"checkpoint {path} is corrupt or not a checkpoint: ")
+    assert "Python object" not in str(refused.value) and "\n" not in str(refused.value)

@@ -12,6 +12,7 @@ from unilab_gpu.motion.source import MotionSource
 from unilab_gpu.motion.validation import (
     MIN_FRAMES,
     MotionFormatError,
+    check_bodies_follow_joints,
     check_clip_size,
     check_fps,
     check_plausible,
@@ -100,6 +101,9 @@ def build_clip(
         body_pos = source.body_pos_w[:, bodies]
         body_quat = unit_quat("body_quat_w", source.body_quat_w[:, bodies], body_names=kinematics.body_names)
         body_lin_vel, body_ang_vel = _take(source.body_lin_vel_w, bodies), _take(source.body_ang_vel_w, bodies)
+        still = np.zeros_like(root_pos), np.zeros_like(root_pos), np.zeros_like(joint_pos)
+        fk_pos = kinematics.body_states(root_pos, root_quat, joint_pos, *still).pos
+        check_bodies_follow_joints(body_pos, fk_pos, kinematics.body_names)
 
     if fps is not None and fps != source.fps:
         grid = ResampleGrid.between(source.num_frames, source.fps, fps)

@@ -11,7 +11,7 @@ from typing import Any
 
 from unilab_gpu.motion.npzfile import stored_fps
 from unilab_gpu.motion.source import MotionSource
-from unilab_gpu.motion.validation import check_array, check_names, frame_count, require
+from unilab_gpu.motion.validation import MotionFormatError, check_array, check_names, frame_count, require
 
 NAME = "beyondmimic"
 
@@ -27,8 +27,13 @@ def read(data: dict[str, Any], input_fps: float | None, source: str) -> MotionSo
     j, b = data["joint_pos"].shape[1], data["body_pos_w"].shape[1]
     joint_names = check_names("joint_names", data["joint_names"]) if "joint_names" in data else None
     body_names = check_names("body_names", data["body_names"]) if "body_names" in data else None
-    if joint_names is not None:
-        j = len(joint_names)
+    if joint_names is not None and len(joint_names) != j:
+        # Also what a holosoma file with a column too many or too few looks like: name both layouts.
+        raise MotionFormatError(
+            f"{source}: 'joint_pos' has {j} columns and 'joint_names' names {len(joint_names)} joints; expected "
+            f"{len(joint_names)} (BeyondMimic: one column per joint) or {len(joint_names) + 7} (holosoma: 7 root "
+            "columns, position and quaternion wxyz, in front of the joints)"
+        )
     if body_names is not None:
         b = len(body_names)
     arrays = {

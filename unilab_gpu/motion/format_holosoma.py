@@ -21,7 +21,7 @@ import numpy as np
 
 from unilab_gpu.motion.npzfile import stored_fps
 from unilab_gpu.motion.source import MotionSource
-from unilab_gpu.motion.validation import check_array, check_names, frame_count, require
+from unilab_gpu.motion.validation import MotionFormatError, check_array, check_names, frame_count, require
 
 NAME = "holosoma"
 
@@ -38,8 +38,19 @@ def read(data: dict[str, Any], input_fps: float | None, source: str) -> MotionSo
     joint_names = check_names("joint_names", require(data, "joint_names", source))
     body_names = check_names("body_names", require(data, "body_names", source))
     t, j, b = frame_count(data, "joint_pos", source), len(joint_names), len(body_names)
+    for key, root in (
+        ("joint_pos", "7 root columns (position, quaternion wxyz)"),
+        ("joint_vel", "6 root columns (linear, angular velocity)"),
+    ):
+        width = np.shape(require(data, key, source))[1:2]
+        expected = (7 if key == "joint_pos" else 6) + j
+        if width != (expected,):
+            raise MotionFormatError(
+                f"{source}: holosoma '{key}' has {width[0] if width else 'no'} columns, expected {expected}: {root} "
+                f"and one per name in 'joint_names' ({j})"
+            )
     qpos = check_array("joint_pos", data["joint_pos"], (t, 7 + j))
-    qvel = check_array("joint_vel", require(data, "joint_vel", source), (t, 6 + j))
+    qvel = check_array("joint_vel", data["joint_vel"], (t, 6 + j))
     bodies = {
         key: check_array(key, require(data, key, source), shape)
         for key, shape in {"body_pos_w": (t, b, 3), "body_quat_w": (t, b, 4)}.items()

@@ -15,7 +15,8 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
     """Every array of the ``.npz`` at ``path`` (object arrays are refused: no pickles are loaded)."""
     with open(path, "rb") as file:
         head = file.read(6)
-    if not head.startswith((b"PK", b"\x93NUMPY")):  # neither a zip archive nor a .npy file
+    # Exactly what np.load recognises: anything else it would try as a pickle and call "object data".
+    if not head.startswith(ZIP_MAGIC + (NPY_MAGIC,)):
         kind = "a text file (a CSV? name it .csv or pass format=csv)" if _is_text(head) else "not a zip archive"
         raise MotionFormatError(f"{path}: not an .npz archive: it is {kind}")
     try:
@@ -23,11 +24,32 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
         if not isinstance(loaded, np.lib.npyio.NpzFile):  # a .npy (or other) file named .npz
             raise MotionFormatError(f"{path}: not an .npz archive but a single {type(loaded).__name__} (a .npy file?)")
         with loaded as data:
-            return {key: data[key] for key in data.files}
+            return {key: _array(data, key, path) for key in data.files}
+    except MotionFormatError:  # already says what is wrong
+        raise
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
         if isinstance(err, FileNotFoundError):
             raise
         raise MotionFormatError(f"{path}: not a readable .npz file ({err})") from err
+
+
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+"""First bytes of a zip archive (with files, empty) as ``np.load`` tests them."""
+
+NPY_MAGIC = b"\x93NUMPY"
+"""First bytes of a ``.npy`` file."""
+
+
+def _array(data: np.lib.npyio.NpzFile, key: str, path: str | Path) -> np.ndarray:
+    try:
+        return data[key]
+    except ValueError as err:
+        if "allow_pickle" not in str(err):
+            raise
+        raise MotionFormatError(
+            f"{path}: array '{key}' holds Python objects, which are never loaded (no pickles); motion files hold "
+            "numbers and names"
+        ) from None
 
 
 def _is_text(head: bytes) -> bool:

@@ -27,6 +27,11 @@ WORKSPACE_M = 1000.0
 MAX_SPEED = 1000.0
 """Largest ``|velocity|`` entry (m/s, rad/s): the env's default ``divergence.max_qvel``."""
 
+BODY_FK_TOLERANCE_M = 0.25
+"""How far (m) a file's body position may lie from where its root and joints put that body (the
+model's forward kinematics). The published clips agree to about 1 cm; bodies all at the origin, or
+another robot's bodies, are off by tens of cm."""
+
 CLIP_MEMORY_FRACTION = 0.5
 """Share of the machine's physical memory one clip's arrays may take (estimated before allocating)."""
 
@@ -185,6 +190,30 @@ def check_plausible(
             f"'{name}' at {where}: {values[index]:.4g} {unit} is outside the plausible range "
             f"[-{bound:g}, {bound:g}] {unit}"
         )
+
+
+def check_bodies_follow_joints(body_pos: np.ndarray, fk_pos: np.ndarray, body_names: Sequence[str]) -> None:
+    """Refuse a file whose body positions ``(T, B, 3)`` are not where its own root and joint
+    trajectory put those bodies (``fk_pos``, the model's forward kinematics, same shape and body
+    order ``body_names``) by more than :data:`BODY_FK_TOLERANCE_M`. Such bodies (all at the origin,
+    a mis-ordered or another robot's body list) would be tracked as the reference while the joint
+    targets say something else.
+
+    Raises:
+        MotionFormatError: naming the frame, the body and both positions.
+    """
+    distance = np.linalg.norm(body_pos - fk_pos, axis=-1)
+    if not (distance > BODY_FK_TOLERANCE_M).any():
+        return
+    frame, body = np.unravel_index(int(np.argmax(distance)), distance.shape)
+    spread = float(np.ptp(body_pos[frame], axis=0).max())
+    hint = " (every body at one point: are the bodies missing?)" if spread < 1e-6 else ""
+    raise MotionFormatError(
+        f"'body_pos_w' at frame {frame}, body '{body_names[body]}': {np.round(body_pos[frame, body], 3).tolist()} m "
+        f"is {distance[frame, body]:.3g} m from {np.round(fk_pos[frame, body], 3).tolist()} m, where the clip's own "
+        f"root and joint positions put it (the model's forward kinematics; at most {BODY_FK_TOLERANCE_M:g} m "
+        f"allowed){hint}"
+    )
 
 
 def check_clip_size(num_frames: float, num_joints: int, num_bodies: int, what: str) -> None:

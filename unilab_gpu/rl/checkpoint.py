@@ -43,6 +43,10 @@ FORMAT_VERSION = 1
 """Stored under ``"format_version"``; bumped when the layout of the dictionary changes."""
 
 
+ZIP_MAGIC = b"PK\x03\x04"
+"""First bytes of every file ``torch.save`` writes (a zip archive)."""
+
+
 class CheckpointError(RuntimeError):
     """A checkpoint file is missing, unreadable, corrupt or of another format version."""
 
@@ -94,14 +98,23 @@ def load_checkpoint(path: str | os.PathLike, map_location: torch.device | str = 
     file = resolve_checkpoint(path)
     if not file.is_file():
         raise CheckpointError(f"checkpoint not found: {file}")
+    with open(file, "rb") as opened:
+        head = opened.read(len(ZIP_MAGIC))
+    if head != ZIP_MAGIC:  # torch.load would try it as a legacy pickle and blame "a Python object"
+        raise CheckpointError(
+            f"checkpoint {file} is corrupt or not a checkpoint: it is not a torch.save archive (a zip file; "
+            f"it starts with {head!r})"
+        )
     try:
         payload = torch.load(file, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as error:  # it names a Python object: refused, never loaded
+    except pickle.UnpicklingError as error:
         found = re.search(r"GLOBAL (\S+)", str(error))
-        what = f" ({found[1]})" if found else ""
-        raise CheckpointError(
-            f"checkpoint {file} holds a Python object{what} that no unilab-gpu checkpoint contains (they hold "
-            "tensors, numbers, strings and containers only); it was refused without running any of its code"
+        if found is None:  # damaged bytes, not a named object
+            reason = " ".join(str(error).split())[:200]
+            raise CheckpointError(f"checkpoint {file} is corrupt or not a checkpoint: {reason}") from None
+        raise CheckpointError(  # it names a Python object: refused, never loaded
+            f"checkpoint {file} holds a Python object ({found[1]}) that no unilab-gpu checkpoint contains (they "
+            "hold tensors, numbers, strings and containers only); it was refused without running any of its code"
         ) from None
     except Exception as error:  # torch.load raises several types for damaged files
         reason = " ".join(str(error).split())[:200]
