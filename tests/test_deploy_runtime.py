@@ -313,7 +313,9 @@ def test_falls_are_counted_by_the_task_configs_terminations() -> None:
         ("anchor_height", {"threshold": 0.25}),
         ("anchor_orientation", {"threshold": 0.8}),
     ]
-    assert tracking.uncounted == (("end_effector_height", "unilab_gpu.tasks.tracking.terminations.BodyHeightError"),)
+    assert tracking.uncounted == (
+        ("end_effector_height", "unilab_gpu.tasks.tracking.terminations.BodyHeightErrorAbove"),
+    )
     with pytest.raises(DeploymentError, match="task 'g1_velocity' has no failure termination with a runtime twin"):
         FallRule.of_task({"task": "g1_velocity", "env_overrides": ["terminations.tilt=null", "terminations.fell=null"]})
 
@@ -670,8 +672,8 @@ def test_colon_form_terms_train_export_and_run_in_mujoco_c(tmp_path, capsys) -> 
         "commands.motion.func=unilab_gpu.tasks.tracking.motion_command:MotionCommand",
         "observations.policy.terms.command.func=unilab_gpu.tasks.tracking.observations:motion_command",
         "observations.policy.terms.joint_pos.func=unilab_gpu.envs.mdp.observations:joint_pos_rel",
-        "terminations.anchor_height.func=unilab_gpu.tasks.tracking.terminations:anchor_height_error",
-        "terminations.anchor_orientation.func=unilab_gpu.tasks.tracking.terminations:anchor_orientation_error",
+        "terminations.anchor_height.func=unilab_gpu.tasks.tracking.terminations:anchor_height_error_above",
+        "terminations.anchor_orientation.func=unilab_gpu.tasks.tracking.terminations:anchor_orientation_error_above",
     ]
     run = tmp_path / "run"
     tiny = ["algo=sac", "algo.warmup_steps=1", "algo.batch_size=8", "algo.buffer_capacity_per_env=16"]

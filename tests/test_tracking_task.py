@@ -133,21 +133,22 @@ def test_terminations_against_numpy(env) -> None:
     a = x["a"]
     for threshold in (0.001, 0.01, 0.25):
         height = np.abs(x["ref_pos"][:, a, 2] - x["pos"][:, a, 2]) > threshold
-        assert T.anchor_height_error(env, threshold).numpy().tolist() == height.tolist()
+        assert T.anchor_height_error_above(env, threshold).numpy().tolist() == height.tolist()
         down = np.array([0.0, 0.0, -1.0])
         g_ref = q_rot(q_conj(x["ref_quat"][:, a]), np.broadcast_to(down, (6, 3)))[:, 2]
         g_rob = q_rot(q_conj(x["quat"][:, a]), np.broadcast_to(down, (6, 3)))[:, 2]
         assert (
-            T.anchor_orientation_error(env, threshold).numpy().tolist() == (np.abs(g_ref - g_rob) > threshold).tolist()
+            T.anchor_orientation_error_above(env, threshold).numpy().tolist()
+            == (np.abs(g_ref - g_rob) > threshold).tolist()
         )
     ee = env.sim.body_ids(["left_ankle_roll_link", "right_wrist_yaw_link"])
-    term = T.BodyHeightError(env, torch.tensor(ee), threshold=0.01)
+    term = T.BodyHeightErrorAbove(env, torch.tensor(ee), threshold=0.01)
     index = [cmd.body_names.index(n) for n in ("left_ankle_roll_link", "right_wrist_yaw_link")]
     rel_z = cmd.body_pos_relative_w.double().numpy()[:, index, 2]
     expected = np.any(np.abs(rel_z - x["pos"][:, index, 2]) > 0.01, axis=1)
     assert term(env).numpy().tolist() == expected.tolist()
     with pytest.raises(ValueError, match="not tracked"):
-        T.BodyHeightError(env, torch.tensor(env.sim.body_ids(["waist_yaw_link"])), threshold=0.1)
+        T.BodyHeightErrorAbove(env, torch.tensor(env.sim.body_ids(["waist_yaw_link"])), threshold=0.1)
 
 
 def test_observations_against_numpy(env) -> None:

@@ -15,8 +15,8 @@ clip the metadata names, looked for beside the policy file and in the current fo
 synthetic clip). Reported per second and in all: falls (the failure terminations of the policy's
 task config that have a runtime twin, thresholds read from it: velocity policies the root too low
 or a body tilted too far, ``root_height_below`` and ``body_tilt_above``; tracking policies the
-anchor too far above or below the reference's or tilted differently, ``anchor_height_error`` and
-``anchor_orientation_error``; the robot is then put back at its start, or at the reference's
+anchor too far above or below the reference's or tilted differently, ``anchor_height_error_above`` and
+``anchor_orientation_error_above``; the robot is then put back at its start, or at the reference's
 current frame, and goes on), the velocity
 errors as the velocity task defines them (``||c_xy - v_xy||``, ``|c_z - omega_z|``, root frame)
 or the tracked bodies' position errors (world frame, and against the reference re-anchored at

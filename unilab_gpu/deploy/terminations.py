@@ -50,7 +50,7 @@ def _anchor(ctx: TermContext, term: str, command_name: str) -> tuple[int, int]:
     return ctx.need_reference(term).body_column(anchor), ctx.body_id(anchor, f"termination '{term}'")
 
 
-def anchor_height_error(ctx: TermContext, term: str, threshold: float, command_name: str = "motion") -> FallCheck:
+def anchor_height_error_above(ctx: TermContext, term: str, threshold: float, command_name: str = "motion") -> FallCheck:
     column, body = _anchor(ctx, term, command_name)
 
     def check(data: mujoco.MjData, frame: int) -> bool:
@@ -59,7 +59,9 @@ def anchor_height_error(ctx: TermContext, term: str, threshold: float, command_n
     return FallCheck(check, f"anchor height off the reference's by > {threshold} m")
 
 
-def anchor_orientation_error(ctx: TermContext, term: str, threshold: float, command_name: str = "motion") -> FallCheck:
+def anchor_orientation_error_above(
+    ctx: TermContext, term: str, threshold: float, command_name: str = "motion"
+) -> FallCheck:
     column, body = _anchor(ctx, term, command_name)
 
     def check(data: mujoco.MjData, frame: int) -> bool:
@@ -73,8 +75,8 @@ def anchor_orientation_error(ctx: TermContext, term: str, threshold: float, comm
 TERMINATIONS: dict[str, Callable[..., FallCheck]] = {
     "unilab_gpu.envs.mdp.terminations.root_height_below": root_height_below,
     "unilab_gpu.tasks.velocity.terminations.body_tilt_above": body_tilt_above,
-    "unilab_gpu.tasks.tracking.terminations.anchor_height_error": anchor_height_error,
-    "unilab_gpu.tasks.tracking.terminations.anchor_orientation_error": anchor_orientation_error,
+    "unilab_gpu.tasks.tracking.terminations.anchor_height_error_above": anchor_height_error_above,
+    "unilab_gpu.tasks.tracking.terminations.anchor_orientation_error_above": anchor_orientation_error_above,
 }
 """The env termination's dotted path -> its twin's builder ``build(ctx, term_name, **params)``.
 Reports list the failure terminations without a twin (e.g. the tracking task's end-effector

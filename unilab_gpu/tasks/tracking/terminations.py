@@ -16,14 +16,14 @@ if TYPE_CHECKING:
 # anchor's (only xy and yaw move): the frame the step scored, also after the command advanced.
 
 
-def anchor_height_error(env: EnvView, threshold: float, command_name: str = "motion") -> torch.Tensor:
+def anchor_height_error_above(env: EnvView, threshold: float, command_name: str = "motion") -> torch.Tensor:
     """``|z_ref - z|`` of the anchor exceeds ``threshold`` metres."""
     cmd = env.command_manager.get(command_name)
     ref = cmd.body_pos_relative_w[:, cmd.anchor_index, 2]
     return torch.abs(ref - cmd.robot_anchor_pos_w[:, 2]) > threshold
 
 
-def anchor_orientation_error(env: EnvView, threshold: float, command_name: str = "motion") -> torch.Tensor:
+def anchor_orientation_error_above(env: EnvView, threshold: float, command_name: str = "motion") -> torch.Tensor:
     """The z components of gravity seen from the reference and the robot anchor differ by more than ``threshold``."""
     cmd = env.command_manager.get(command_name)
     ref = gravity_in_frame(cmd.body_quat_relative_w[:, cmd.anchor_index])[:, 2]
@@ -31,7 +31,7 @@ def anchor_orientation_error(env: EnvView, threshold: float, command_name: str =
     return torch.abs(ref - robot) > threshold
 
 
-class BodyHeightError:
+class BodyHeightErrorAbove:
     """Any of ``body_names`` (tracked bodies, e.g. ankles and wrists) is more than ``threshold``
     metres above or below its re-anchored reference height."""
 
