@@ -114,11 +114,15 @@ class Term:
         self.cfg = cfg
         target = resolve_callable(cfg.func, f"{where}.func")
         params = resolve_params(dict(cfg.params), env, f"{where}.params")
+        self.instance: Any | None = None
+        """The object of a class term (its state, ``reset``, a command's ``update``); None for a
+        function term, which keeps no state."""
         if inspect.isclass(target):
             _check_params(target, cfg.func, params, (), f"{where}.params")
-            self._fn: Callable[..., Any] = target(env, **params)
+            self.instance = target(env, **params)
+            self._fn: Callable[..., Any] = self.instance
             self._params: dict[str, Any] = {}
-            self._reset = getattr(self._fn, "reset", None)
+            self._reset = getattr(self.instance, "reset", None)
         else:
             _check_params(target, cfg.func, params, call_args, f"{where}.params")
             self._fn = target
@@ -132,11 +136,6 @@ class Term:
         """Reset per-row state of a class term; ``env_ids`` is padded with ``num_envs``."""
         if self._reset is not None:
             self._reset(env_ids)
-
-    @property
-    def instance(self) -> Any:
-        """The class-term object (or the plain function)."""
-        return self._fn
 
 
 def resolve_params(params: dict[str, Any], env: EnvView, where: str) -> dict[str, Any]:
