@@ -21,8 +21,10 @@ from unilab_gpu.managers.reset_staging import ResetStaging
 from unilab_gpu.managers.reward_manager import RewardManager
 from unilab_gpu.managers.row_buffers import rows_with_dummy
 from unilab_gpu.managers.term import Term
+from unilab_gpu.managers.term_table import term_table
 from unilab_gpu.managers.termination_manager import TerminationManager
 from unilab_gpu.sim.capture import CaptureUnsupportedError, CudaGraph, capture_unsupported_reason
+from unilab_gpu.sim.device import verbose_requested
 from unilab_gpu.sim.robot import Robot
 from unilab_gpu.sim.simulator import Simulator
 from unilab_gpu.utils.compiling import maybe_compile
@@ -99,8 +101,9 @@ class ManagerBasedRlEnv:
         debug: check actions and states eagerly after every step and raise with the row ids
           (synchronizes the host; for debugging only).
         deterministic: MJWarp's deterministic mode (bitwise-repeatable physics; slower).
-        verbose: show Warp's log lines (module loads); ``None`` reads ``UNILAB_VERBOSE``.
-        announce: print one line describing the env when it is built.
+        verbose: show Warp's log lines (module loads) and, with ``announce``, the term table
+          (:meth:`describe`); ``None`` reads ``UNILAB_VERBOSE``.
+        announce: print one line describing the env when it is built (:meth:`headline`).
         name: the task's name, for that line and error messages.
         """
         if capture not in (True, False, "auto"):
@@ -175,22 +178,13 @@ class ManagerBasedRlEnv:
         self.compiled = compile
         """Whether the manager phases run through ``torch.compile``."""
 
-        # fallback_random: compiled code draws the same random numbers as eager code (Inductor's own
-        # RNG differs), so compiled and eager steps agree and a seeded run reproduces either way.
-        # That needs the draws in source order: torch 2.11's reorder_for_locality pass moves each
-        # node to just before its first user, random ops included (2.13 leaves ops tagged
-        # nondeterministic_seeded in place), so g1_tracking's reset noise came out of the generator
-        # in another order. Scoped to the env's regions, so an agent's compiled code is left as it is.
+        # The region options and boundaries below work around torch.compile: docs/architecture.md,
+        # "Compiler workarounds" (each, and the version it was seen on).
         def wrap(fn: Callable) -> Callable:
             return maybe_compile(fn, compile, options={"fallback_random": True, "reorder_for_locality": False})
 
         self._apply_actions = wrap(self._apply_actions_eager)
-        # Separate regions: Inductor 2.13's CPU codegen failed on evaluate + final observations
-        # fused into one graph (KeyError on a buffer name), and splitting costs one launch.
         self._evaluate = wrap(self._evaluate_eager)
-        # Its own region: commands.advance overwrites the reference the rewards just read, and
-        # Inductor 2.11 ran that overwrite before the read inside one region (the write-after-read
-        # order of the action history, see ActionManager.process); across regions it cannot.
         self._advance_commands = wrap(self._advance_commands_eager)
         self._observe_final = wrap(self._observe_final_eager)
         self._stage_resets = wrap(self._stage_resets_eager)
@@ -208,7 +202,7 @@ class ManagerBasedRlEnv:
         self._state = "built"
         """``"built"`` until the first :meth:`reset`, then ``"running"``; ``"closed"`` after :meth:`close`."""
         if announce:
-            print(self.describe())
+            print(self.describe() if verbose_requested(verbose) else self.headline())
 
     # ------------------------------------------------------------------------------------------
     # Public API.
@@ -219,6 +213,19 @@ class ManagerBasedRlEnv:
         return self._graph is not None
 
     def describe(self) -> str:
+        """:meth:`headline`, then the term table: every manager's terms with their dims, history,
+        noise, clip and scale, weights, termination kinds, event modes and ``func``."""
+        managers = (
+            self.action_manager,
+            self.command_manager,
+            self.termination_manager,
+            self.reward_manager,
+            self.event_manager,
+            self.observation_manager,
+        )
+        return f"{self.headline()}\n{term_table(*managers)}"
+
+    def headline(self) -> str:
         """One line: task, size, device, how the step runs."""
         if self.device.type != "cuda":
             how = "no CUDA graph on CPU"

@@ -41,6 +41,7 @@ class ActionManager:
     def __init__(self, cfg: ActionCfg, env: EnvView) -> None:
         if cfg.kind not in ACTION_KINDS:
             raise ValueError(f"actions.kind must be one of {ACTION_KINDS}, got '{cfg.kind}'")
+        self.kind = cfg.kind
         sim, device, n = env.sim, env.device, env.num_envs
         m = sim.mj_model
         try:
@@ -164,12 +165,7 @@ class ActionManager:
         self.non_finite_count.add_(self.non_finite_rows.to(torch.int64))
         action = torch.where(finite, raw, torch.zeros_like(raw))
         action = clamp_to(action, self.action_low, self.action_high)
-        # One write of the whole history from a stacked copy, never prev.copy_(last) then
-        # last.copy_(action): Inductor 2.11 fused that second copy into the kernel that scatters
-        # ctrl (index_copy_ below) and ran the first copy, a read of the old last_action, after
-        # it (it lost the write-after-read order between two mutated graph inputs), so prev_action
-        # came out equal to the new action. Here the stack must be complete before the one
-        # mutation: an ordinary data dependency, right on every version.
+        # One write of the history from a stacked copy (docs/architecture.md, "Compiler workarounds").
         rows = self._history_rows
         rows.copy_(torch.stack((action, rows[0])))
         offset = self.offset if self.reference_cols is None else self._reference[:, self.reference_cols]

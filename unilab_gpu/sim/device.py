@@ -60,6 +60,13 @@ def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
     return torch.device("cuda", index)
 
 
+def verbose_requested(verbose: bool | None = None) -> bool:
+    """``verbose`` as given, or for ``None`` whether ``UNILAB_VERBOSE`` is ``1``/``true``/``yes``/``on``."""
+    if verbose is None:
+        return os.environ.get(VERBOSE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return verbose
+
+
 def set_warp_verbose(verbose: bool | None = None) -> None:
     """Show Warp's log lines (``True``) or only its warnings (``False``).
 
@@ -69,8 +76,7 @@ def set_warp_verbose(verbose: bool | None = None) -> None:
     (``wp.config.quiet`` no longer exists in Warp 1.19; ``wp.config.log_level`` governs both the
     banner and the module-load lines.)
     """
-    if verbose is None:
-        verbose = os.environ.get(VERBOSE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    verbose = verbose_requested(verbose)
     wp.config.log_level = wp.LOG_INFO if verbose else wp.LOG_WARNING
     if not verbose and not torch.cuda.is_available():
         _init_warp_without_native_stderr()
