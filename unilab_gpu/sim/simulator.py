@@ -19,6 +19,7 @@ from unilab_gpu.sim import kernels
 from unilab_gpu.sim.device import resolve_device, set_warp_verbose, torch_stream_scope, warp_device
 from unilab_gpu.sim.names import resolve_names
 from unilab_gpu.sim.state import SimState
+from unilab_gpu.sim.world_memory import check_worlds_fit
 
 DEFAULT_NJMAX = 300
 """Constraint rows per world. A G1 standing on 8 foot points with a few active joint limits uses
@@ -148,6 +149,7 @@ class Simulator:
             key_names = _names(mj_model, mujoco.mjtObj.mjOBJ_KEY, mj_model.nkey)
             mujoco.mj_resetDataKeyframe(mj_model, initial, resolve_names("keyframe", keyframe, key_names)[0])
 
+        check_worlds_fit(mj_model, num_envs, self.torch_device, njmax, nconmax)  # one line, not an allocation failure
         with wp.ScopedDevice(self.wp_device):
             self.model = mjw.put_model(mj_model, batch_sizes={f: num_envs for f in batched_model_fields})
             if deterministic:
