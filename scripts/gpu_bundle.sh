@@ -24,7 +24,9 @@
 # The bundle must be at most 60 MiB, and with the repository at most the 64 MiB of one call to
 # the GPU machine, which carries DIR/bundle (docs/gpu_check.md).
 # DIR/cache keeps the built library and its xz by a key of the inputs (gpu_bundle_warp.py key):
-# a rebuild with the same wheels and toolkit neither compiles nor compresses again.
+# a rebuild with the same wheels and toolkit neither compiles nor compresses again. A build with
+# that key in SHARED_CACHE (default ../shared/gpu_bundle_cache: warp-KEY.so.xz and its record
+# warp-KEY.so.json) is used instead of building (23 minutes on two cores); one line says so.
 #
 # --check then installs DIR/bundle into a temporary directory, and imports warp,
 # mujoco, mujoco_warp, hydra and omegaconf from it with a bare CPython 3.12 that has numpy and
@@ -96,8 +98,11 @@ inputs=("$work"/download/warp_lang-*.whl "$work"/inputs/nvidia_cuda_nvrtc-*.whl 
 [ -x "$CUDA_HOME/bin/nvcc" ] || fail "no nvcc at CUDA_HOME '$CUDA_HOME' (a CUDA 13 toolkit builds warp.so)"
 mkdir -p "$DIR/cache"
 library="$DIR/cache/warp-$("$PY" "$ROOT/scripts/gpu_bundle_warp.py" key "${inputs[@]}" --cuda-path "$CUDA_HOME").so"
+SHARED_CACHE="${SHARED_CACHE:-$ROOT/../shared/gpu_bundle_cache}"
 if [ -f "$library" ]; then
   echo "gpu_bundle: warp.so: reusing $library (same wheels, toolkit and options)"
+elif "$PY" "$ROOT/scripts/gpu_bundle_warp.py" from-cache "$SHARED_CACHE" "$library"; then
+  :  # unpacked from the shared cache, sha256 checked (its line says so)
 else
   [ -f "${WARP_SOURCE:-}/warp/native/nanovdb/NanoVDB.h" ] ||
     fail "WARP_SOURCE must be a checkout of NVIDIA/warp (warp.so needs its NanoVDB headers; docs/gpu_check.md)"

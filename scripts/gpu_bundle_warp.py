@@ -3,6 +3,7 @@
     python scripts/gpu_bundle_warp.py build WARP_WHEEL NVRTC_WHEEL PTXCOMPILER_WHEEL WARP_SOURCE OUT \
         [--cuda-path DIR] [--jobs N]
     python scripts/gpu_bundle_warp.py key WARP_WHEEL NVRTC_WHEEL PTXCOMPILER_WHEEL [--cuda-path DIR]
+    python scripts/gpu_bundle_warp.py from-cache SHARED_CACHE OUT    # OUT: .../warp-KEY.so
 
 NVIDIA's warp.so (298 MB for warp-lang 1.19.0) links NVRTC and the PTX compiler statically and
 carries native code for nine GPU architectures; it compresses only to 77 MB, too much for one
@@ -33,6 +34,14 @@ no other CUDA library.
 how long it took). ``key`` prints what the library depends on (the wheels, nvcc's version and
 the build options, hashed): scripts/gpu_bundle.sh keeps built libraries under that name and
 builds again only when it changes.
+
+``from-cache`` takes a library built before from a shared cache folder (default
+``../shared/gpu_bundle_cache``) instead of building it: ``warp-KEY.so.xz`` (``xz -9e`` of the
+library) and ``warp-KEY.so.json`` (its build record) for OUT's own ``KEY``. It unpacks the
+library to OUT, checks its sha256 against the record (a mismatch is refused, nothing is left at
+OUT), and puts the record and the xz beside OUT (the xz no older than OUT, so the bundle reuses it
+instead of compressing again). Exit status 0 and one line when it did; 1 and one line when the
+folder holds no build for that key.
 """
 
 from __future__ import annotations
@@ -191,7 +200,51 @@ def build(
     return info
 
 
+def from_cache(cache: Path, out: Path) -> dict | None:
+    """Unpack ``cache/OUT.name.xz`` to ``out`` (sha256 checked against its record); ``None`` if absent."""
+    import lzma
+
+    xz, record = cache / (out.name + ".xz"), cache / (out.name + ".json")
+    if not (xz.is_file() and record.is_file()):
+        return None
+    info = json.loads(record.read_text())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".part")
+    digest = hashlib.sha256()
+    with lzma.open(xz) as src, open(partial, "wb") as dest:
+        while chunk := src.read(1 << 22):
+            digest.update(chunk)
+            dest.write(chunk)
+    if digest.hexdigest() != info["sha256"]:
+        partial.unlink()
+        raise SystemExit(
+            f"gpu_bundle_warp: {xz}: the unpacked library's sha256 is {digest.hexdigest()}, its record {record.name} "
+            f"says {info['sha256']}; not used"
+        )
+    os.chmod(partial, 0o755)
+    os.replace(partial, out)
+    shutil.copyfile(record, out.with_name(out.name + ".json"))
+    copy = out.with_name(out.name + ".xz")
+    shutil.copyfile(xz, copy)
+    os.utime(copy)  # newer than the library: the bundle reuses it rather than compressing again
+    return info
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["from-cache"]:
+        if len(argv) != 3:
+            raise SystemExit("usage: gpu_bundle_warp.py from-cache SHARED_CACHE OUT")
+        cache, out = Path(argv[1]), Path(argv[2])
+        info = from_cache(cache, out)
+        if info is None:
+            print(f"gpu_bundle: warp.so: no cached build for key {out.stem.removeprefix('warp-')} in {cache}")
+            return 1
+        print(
+            f"gpu_bundle: warp.so: using the cached build {cache / (out.name + '.xz')} (key "
+            f"{out.stem.removeprefix('warp-')}: same wheels, nvcc and options; sha256 checked; built in "
+            f"{info.get('build_seconds', '?')} s there)"
+        )
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["build", "key"])
     parser.add_argument("wheels", type=Path, nargs=3, metavar="WHEEL", help="warp-lang, NVRTC, PTX compiler")

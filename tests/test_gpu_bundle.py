@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import lzma
 import os
 import random
@@ -248,3 +249,85 @@ def test_the_repository_and_the_bundle_must_fit_one_device_call(bundle: Path, tm
         f"gpu_bundle: the repository ({repo_bytes / 2**20:.1f} MiB) and the bundle make {call / 2**20:.1f} MiB,"
         f" over the {(call - 1) / 2**20:.0f} MiB of one device call (docs/gpu_check.md)\n"
     )
+
+
+def test_a_non_empty_target_that_is_no_install_of_the_bundle_is_refused_untouched(bundle: Path, tmp_path: Path) -> None:
+    """A user's folder named like a bundled package inside TARGET: pip --target --upgrade used to
+    replace it (and print "installed"); now the install is refused and nothing in TARGET changes."""
+    target = tmp_path / "site"
+    (target / "tinypkg").mkdir(parents=True)
+    (target / "tinypkg" / "my_notes.txt").write_text("the user's own file")
+    run = _install(bundle, target)
+    assert run.returncode == 1, run.stdout
+    assert run.stderr.strip() == (
+        f"install.sh: TARGET '{target}' is not empty and holds no install of this project's bundle (no "
+        ".unilab-bundle): choose a new or empty folder; nothing was installed"
+    )
+    assert (target / "tinypkg" / "my_notes.txt").read_text() == "the user's own file"
+    assert sorted(p.name for p in target.iterdir()) == ["tinypkg"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".site.")]  # no staging folder left
+
+
+def test_an_empty_target_and_a_previous_install_are_installed_into(bundle: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _install(bundle, empty).returncode == 0 and (empty / "tinypkg" / "bin" / "lib.so").is_file()
+    (bundle / "python_version").write_text((bundle / "python_version").read_text() + "\n")  # another bundle
+    _write_sums(bundle)
+    again = _install(bundle, empty)
+    assert again.returncode == 0 and f"installed into {empty}" in again.stdout and "already" not in again.stdout
+    assert (empty / ".unilab-bundle").read_text().strip() == hashlib.sha256(
+        (bundle / "SHA256SUMS").read_bytes()
+    ).hexdigest()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".empty.")]
+
+
+def test_a_wheel_the_sums_do_not_list_is_refused(bundle: Path, tmp_path: Path) -> None:
+    """A wheel dropped into wheels/ after the bundle was made passed the checksum check (which
+    reads only the listed files) and was installed; now it is refused by name."""
+    extra = bundle / "wheels" / "evil-1.0-py3-none-any.whl"
+    shutil.copy(bundle / "wheels" / "tinypkg-0.3-py3-none-any.whl", extra)
+    target = tmp_path / "site"
+    run = _install(bundle, target)
+    assert run.returncode == 1
+    assert run.stderr.strip() == (
+        f"install.sh: {bundle} holds files SHA256SUMS does not list (not part of this bundle): "
+        "./wheels/evil-1.0-py3-none-any.whl  ; nothing was installed"
+    )
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("program", ["true", "bash", "echo"])
+def test_a_program_that_is_not_python_gets_one_line(bundle: Path, tmp_path: Path, program: str) -> None:
+    run = _install(bundle, tmp_path / "site", python=shutil.which(program))
+    assert run.returncode == 1
+    assert run.stderr.strip() == (
+        f"install.sh: PYTHON '{shutil.which(program)}' is not a Python interpreter (it did not run: "
+        f"{shutil.which(program)} -c 'import sys'); nothing was installed"
+    )
+    assert not (tmp_path / "site").exists()
+
+
+def test_a_cached_build_is_used_when_its_key_matches(tmp_path: Path) -> None:
+    """gpu_bundle_warp.py from-cache: the shared cache's xz and record for OUT's key are unpacked
+    (sha256 checked) with one line; a record that does not match is refused; no entry: exit 1."""
+    script = [sys.executable, str(ROOT / "scripts" / "gpu_bundle_warp.py"), "from-cache"]
+    cache, out = tmp_path / "shared", tmp_path / "cache" / "warp-0123456789abcdef.so"
+    cache.mkdir()
+    missing = subprocess.run([*script, str(cache), str(out)], capture_output=True, text=True)
+    assert missing.returncode == 1 and "no cached build for key 0123456789abcdef" in missing.stdout
+    (cache / "warp-0123456789abcdef.so.xz").write_bytes(lzma.compress(LIBRARY, preset=1))
+    record = {"sha256": hashlib.sha256(LIBRARY).hexdigest(), "needed": ["libnvrtc.so.13"], "build_seconds": 1347}
+    (cache / "warp-0123456789abcdef.so.json").write_text(json.dumps(record))
+    used = subprocess.run([*script, str(cache), str(out)], capture_output=True, text=True)
+    assert used.returncode == 0, used.stderr
+    assert used.stdout.strip().startswith(
+        f"gpu_bundle: warp.so: using the cached build {cache / 'warp-0123456789abcdef.so.xz'} (key 0123456789abcdef"
+    )
+    assert out.read_bytes() == LIBRARY and json.loads(Path(f"{out}.json").read_text()) == record
+    assert Path(f"{out}.xz").stat().st_mtime >= out.stat().st_mtime  # reused, not compressed again
+    out.unlink()
+    (cache / "warp-0123456789abcdef.so.json").write_text(json.dumps({**record, "sha256": "0" * 64}))
+    refused = subprocess.run([*script, str(cache), str(out)], capture_output=True, text=True)
+    assert refused.returncode == 1 and "sha256" in refused.stderr and "not used" in refused.stderr
+    assert not out.exists() and not Path(f"{out}.part").exists()
