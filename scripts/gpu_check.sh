@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One command for a machine with a CUDA GPU: self-check, GPU tests, training, benchmark.
+# One command for a machine with a CUDA GPU: every key fact of the project on it, in one cold run.
 #
 #   OUT=/some/dir bash scripts/gpu_check.sh        # default OUT: ./gpu_check_out
 #
@@ -9,36 +9,53 @@
 # (default /tmp/unilab_gpu_site) and used through PYTHONPATH. The bundle's warp.so loads NVRTC
 # (libnvrtc.so.13) from the machine: its folder (torch's nvidia/cu13/lib, else the CUDA
 # toolkit's) goes on LD_LIBRARY_PATH, and the check stops with one line before any CUDA work
-# when it is not there. Nothing is fetched from the network.
+# when it is not there. Warp hands the driver CUBINs (UNILAB_WARP_CUDA_OUTPUT=cubin, the path
+# the bundle was checked on). Nothing is fetched from the network.
 #
-# Blocks, in this order so that a run cut short still has the key facts (gpu_check.json after
-# every block: CUDA usable, capture works, replay == eager, no sync in replay, env-steps/s at
-# 4096 envs), each with a time budget in seconds:
-#   0 environment (90): CUDA, versions, and whether Triton can build (a C compiler and Python
-#     headers); without them everything below runs without torch.compile (one warning line);
-#   1 doctor (180): unilab-doctor on g1_tracking at 4096 envs, eager terms (a cold Warp kernel
-#     cache is paid here): capture, capture id, replay == eager, no sync in replay, speed, phases;
-#   2 gpu_tests (120): pytest -m gpu with UNILAB_REQUIRE_GPU=1 (unusable CUDA fails, never skips);
-#   3 train (100): FlashSAC on G1 tracking at 4096 envs, compiled agent and env, captured step;
-#   4 bench_capture_{on,off} (35 each): the tracking step at 1024 / 4096 / 8192 envs;
-#   5 dist_* (only with more than one GPU);
-# at most GPU_CHECK_SECONDS (default 480: 8 minutes) in all, bundle install included: a block
-# is cut at its budget or at that deadline, whichever comes first, and one that cannot start
-# with 20 s left is recorded as skipped. LEARNING_CURVES=1 adds block 6 (a second call:
-# SKIP_CHECKS=1 LEARNING_CURVES=1 runs only that one).
-# Writes to $OUT: gpu_check.json, environment.txt, doctor.json, gpu_tests.xml,
-# train_check.json, bench_gpu_capture_{on,off}.json, summary.txt (one line per block).
-# Exits 2 if CUDA is unusable (before anything else), 3 if the bundle does not install (a
-# missing or corrupted file) or lacks NVRTC on this machine, 1 if a block fails, is cut or skipped.
+# Blocks, in the order that yields the key facts first, each with a budget in seconds:
+#   0 environment (90; seconds on an idle machine): CUDA usable, versions, and proof that Triton
+#     builds and launches a kernel (else with TRITON_LIBCUDA_PATH set to links to the loaded
+#     libcuda, else compile=false below), one line;
+#   1 warm (70): the Warp modules of the doctor's runs compiled in parallel processes;
+#   2 doctor (130): g1_tracking at 4096 envs, eager terms: physics alone, capture, replay == eager
+#     over steps with resets, no sync in replay, captured vs physics alone, the solver A/B, audits;
+#   3 bench_capture (35): the captured step against physics alone at 1024 / 4096 / 8192 envs;
+#   4 gpu_tests (70): pytest -m gpu with UNILAB_REQUIRE_GPU=1 (unusable CUDA fails, never skips);
+#   5 compile (55): torch.compile tried only now, the compiled step at 4096 envs (skipped without
+#     Triton);
+#   6 train (55): FlashSAC on G1 tracking at 4096 envs, captured step, compiled if block 5 passed;
+#   7 dist_* (only with more than one GPU); 8 learning curves (LEARNING_CURVES=1, a second call).
+# At most GPU_CHECK_SECONDS (default 480: 8 minutes) in all, bundle install included. Every block
+# writes its JSON as it goes. A block is cut at its budget or at the deadline, whichever comes
+# first: it gets SIGINT (pytest writes its report, the doctor marks the check it was in) and,
+# GPU_CHECK_GRACE (default 10) seconds later, SIGKILL; one that cannot start with
+# GPU_CHECK_MIN_BLOCK (default 20) seconds left is skipped. gpu_check.json (the key facts so far)
+# is rewritten after every block, and when the check itself is stopped.
+# Writes to $OUT: gpu_check.json, environment.{json,txt}, warm.json, doctor.json,
+# bench_gpu_capture.json, gpu_tests.xml, bench_gpu_compiled.json, train_check.json, summary.txt
+# (one line per block: exit=N, or exit=cut_budget / cut_deadline / killed, or skipped).
+# Exit status: 0 every block passed; 1 a block failed; 4 none failed but one was cut or skipped
+# for want of time; 2 CUDA is unusable (before anything else); 3 the bundle does not install (a
+# missing or corrupted file) or lacks NVRTC on this machine.
+#
+# GPU_CHECK_REHEARSAL=1 runs this control flow on any machine with every block's program replaced
+# by scripts/gpu_check_stub.py (no CUDA, no bundle; GPU_CHECK_STUB says which block hangs, fails
+# or ignores SIGINT; GPU_CHECK_BUDGETS="NAME=SECONDS ..." overrides budgets):
+# tests/test_gpu_check_rehearsal.py cuts it at chosen points.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 START=$(date +%s)
 DEADLINE=$((START + ${GPU_CHECK_SECONDS:-480}))
+GRACE=${GPU_CHECK_GRACE:-10}
+MIN_BLOCK=${GPU_CHECK_MIN_BLOCK:-20}
+REHEARSAL=${GPU_CHECK_REHEARSAL:-0}
 OUT="${OUT:-$PWD/gpu_check_out}"
 mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
 BUNDLE="${BUNDLE:-.gpu_bundle/bundle}"
-status=0
+export UNILAB_WARP_CUDA_OUTPUT="${UNILAB_WARP_CUDA_OUTPUT:-cubin}"
+failed=0  # a block exited non-zero on its own
+short=0   # a block was cut or skipped for want of time
 : > "$OUT/summary.txt"
 
 summarize() {  # gpu_check.json: the key facts so far, rewritten (renamed over) after every block
@@ -48,11 +65,33 @@ summarize() {  # gpu_check.json: the key facts so far, rewritten (renamed over) 
     echo "gpu_check: gpu_check.json not updated (see above)"
   fi
 }
+# Stopped from outside (the device call's own limit): the running block gets SIGINT (and SIGKILL
+# GPU_CHECK_GRACE seconds later), then the facts so far still reach gpu_check.json.
+running=""  # the timeout process of the running block; blocks run in the background so that the
+            # shell's `wait` returns at once when a signal comes (a foreground child defers traps)
+stopped() {
+  echo "gpu_check: stopped from outside" | tee -a "$OUT/summary.txt"
+  if [ -n "$running" ]; then
+    kill -INT "$running" 2>/dev/null
+    wait "$running"
+  fi
+  summarize
+  exit 4
+}
+trap stopped INT TERM
+
+program() {  # program NAME COMMAND...: sets cmd to the block's command, or its stand-in in a rehearsal
+  local name=$1
+  shift
+  cmd=("$@")
+  [ "$REHEARSAL" = 1 ] && cmd=("$PY" scripts/gpu_check_stub.py "$name" -- "$@")
+  return 0
+}
 
 # The bundle carried in this call: installed into $BUNDLE_TARGET (a second run on the same
 # machine finds it installed); without one, the machine's own packages.
 site="${BUNDLE_TARGET:-/tmp/unilab_gpu_site}"
-if [ -f "$BUNDLE/install.sh" ]; then
+if [ "$REHEARSAL" != 1 ] && [ -f "$BUNDLE/install.sh" ]; then
   if ! bash "$BUNDLE/install.sh" "$site" "$PY"; then
     echo "gpu_check: the bundle in $BUNDLE did not install; nothing else was run" | tee -a "$OUT/summary.txt"
     exit 3
@@ -73,11 +112,43 @@ else
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the machine's own packages
 fi
 
+block() {  # block NAME BUDGET COMMAND...: run within min(budget, time left), SIGINT first; record what happened
+  local name=$1 budget=$2 start rc left what item
+  shift 2
+  for item in ${GPU_CHECK_BUDGETS:-}; do  # NAME=SECONDS overrides (rehearsals cut blocks with them)
+    [ "${item%%=*}" = "$name" ] && budget=${item#*=}
+  done
+  start=$(date +%s)
+  left=$((DEADLINE - start - GRACE))
+  if [ "$left" -lt "$MIN_BLOCK" ]; then
+    short=1
+    echo "$name exit=skipped seconds=0 budget=$budget reason=out_of_time" | tee -a "$OUT/summary.txt"
+    return 0
+  fi
+  local cut=cut_budget
+  if [ "$left" -lt "$budget" ]; then budget=$left; cut=cut_deadline; fi
+  program "$name" "$@"
+  timeout -s INT -k "$GRACE" "$budget" "${cmd[@]}" &
+  running=$!
+  wait "$running"
+  rc=$?
+  running=""
+  case $rc in
+    0) what=0 ;;
+    124) what=$cut; short=1; echo "gpu_check: $name was cut at ${budget} s (SIGINT)" ;;
+    137) what=killed; short=1; echo "gpu_check: $name was cut at ${budget} s and killed ${GRACE} s later" ;;
+    *) what=$rc; failed=1 ;;
+  esac
+  echo "$name exit=$what seconds=$(($(date +%s) - start)) budget=$budget" | tee -a "$OUT/summary.txt"
+  summarize
+  return "$rc"
+}
+
 # 0. CUDA must work: a green check of skipped GPU tests would prove nothing. Triton (torch.compile)
-#    builds a C driver at first use: it needs a C compiler (CC, gcc or clang) and Python.h
-#    (scripts/gpu_check_facts.py).
+#    must build and launch a kernel, else everything below runs without torch.compile.
 env_start=$(date +%s)
-timeout 90 "$PY" scripts/gpu_check_facts.py environment > "$OUT/.environment.json.tmp" 2> "$OUT/environment.txt"
+program environment "$PY" scripts/gpu_check_facts.py environment "$OUT/.libcuda"
+timeout -k "$GRACE" 90 "${cmd[@]}" > "$OUT/.environment.json.tmp" 2> "$OUT/environment.txt"
 env_rc=$?
 cat "$OUT/environment.txt"
 [ -s "$OUT/.environment.json.tmp" ] && mv -f "$OUT/.environment.json.tmp" "$OUT/environment.json"
@@ -88,96 +159,88 @@ if [ $env_rc -ne 0 ]; then
   exit 2
 fi
 echo "environment exit=0 seconds=$(($(date +%s) - env_start)) budget=90" | tee -a "$OUT/summary.txt"
-train_compile=()  # without Triton: compile=false for training, the Inductor test deselected
-test_select=()
-if ! "$PY" -c "import json, sys; sys.exit(not json.load(open('$OUT/environment.json'))['torch_compile'])"; then
-  echo "gpu_check: WARNING: Triton cannot build here (no C compiler or Python headers, see environment.txt):" \
-    "everything runs without torch.compile"
-  train_compile=(compile=false)
-  test_select=(-k "not inductor")
-fi
+fact() {  # fact KEY: a value of environment.json ("" for null)
+  "$PY" -c "import json, sys; v = json.load(open(sys.argv[1])).get(sys.argv[2]); print('' if v is None else v)" \
+    "$OUT/environment.json" "$1"
+}
+triton=$(fact torch_compile)
+libcuda=$(fact triton_libcuda_path)
+[ -n "$libcuda" ] && export TRITON_LIBCUDA_PATH="$libcuda"
+test_select=()  # without Triton: the Inductor test deselected
+[ "$triton" = True ] || test_select=(-k "not inductor")
+gpus=$(fact devices)
 summarize
 
-block() {  # block NAME BUDGET_S COMMAND...: run within min(budget, time left), record status and seconds
-  local name=$1 budget=$2 start rc left
-  shift 2
-  start=$(date +%s)
-  left=$((DEADLINE - start))
-  if [ "$left" -lt 20 ]; then
-    status=1
-    echo "$name exit=skipped seconds=0 budget=$budget reason=out_of_time" | tee -a "$OUT/summary.txt"
-    return
-  fi
-  [ "$left" -lt "$budget" ] && budget=$left
-  timeout "$budget" "$@"
-  rc=$?
-  [ $rc -eq 124 ] && echo "gpu_check: $name ran past its ${budget} s budget"
-  [ $rc -ne 0 ] && status=1
-  echo "$name exit=$rc seconds=$(($(date +%s) - start)) budget=$budget" | tee -a "$OUT/summary.txt"
-  summarize
-}
+if [ "${SKIP_CHECKS:-0}" != 1 ]; then  # blocks 1-7; SKIP_CHECKS=1 runs only block 8
 
-if [ "${SKIP_CHECKS:-0}" != 1 ]; then  # blocks 1-5; SKIP_CHECKS=1 runs only block 6
+# 1. Warp's modules of the doctor's runs, compiled in parallel processes into the kernel cache.
+workers=$(( $(nproc) < 8 ? $(nproc) : 8 ))
+block warm 70 "$PY" -m unilab_gpu.doctor.warm --device cuda --task g1_tracking --num-envs 4096 \
+  --workers "$workers" --out "$OUT/warm.json"
 
-# 1. The key facts first: the captured tracking step at 4096 envs, eager terms (no Inductor
-#    compile on a cold cache): capture (and its capture id), replay == eager over 100 steps in
-#    MJWarp's deterministic mode, no sync during replay, env-steps/s against physics alone, phases.
-block doctor 180 "$PY" -m unilab_gpu.cli.doctor --device cuda --tasks g1_tracking --num-envs 4096 --no-compile \
-  --out "$OUT/doctor.json"
+# 2. The key facts: physics alone at 4096 envs, the captured step (eager terms), replay == eager
+#    over 100 steps with resets in MJWarp's deterministic mode, no sync during replay, captured vs
+#    physics alone, phases, the solver's early-exit A/B; then the host-sync audits.
+block doctor 130 "$PY" -m unilab_gpu.cli.doctor --device cuda --tasks g1_tracking --num-envs 4096 \
+  --no-compile --out "$OUT/doctor.json"
 
-# 2. Tests marked gpu; with UNILAB_REQUIRE_GPU=1 they error instead of skipping without CUDA.
-block gpu_tests 120 env UNILAB_REQUIRE_GPU=1 "$PY" -m pytest -m gpu -q -rs -p no:cacheprovider "${test_select[@]}" \
-  --junitxml="$OUT/gpu_tests.xml"
+# 3. unilab-bench: the captured step against physics alone in the same run, at 1024 / 4096 / 8192
+#    envs, eager terms; its JSON is rewritten after every size.
+block bench_capture 35 "$PY" -m unilab_gpu.cli.bench --task g1_tracking --device cuda \
+  --num-envs 1024 4096 8192 --steps 50 --warmup 5 --no-compile --force --out "$OUT/bench_gpu_capture.json"
 
-# 3. FlashSAC on G1 tracking at 4096 envs (compiled agent and env, captured step); fails unless
-#    updates ran and every logged loss is finite.
-block train 100 "$PY" scripts/gpu_train_check.py --device cuda --num-envs 4096 --seconds 40 --max-seconds 95 \
-  --out "$OUT/train_check.json" -- "${train_compile[@]}"
+# 4. Tests marked gpu; with UNILAB_REQUIRE_GPU=1 they error instead of skipping without CUDA.
+block gpu_tests 70 env UNILAB_REQUIRE_GPU=1 "$PY" -m pytest -m gpu -q -rs -p no:cacheprovider \
+  "${test_select[@]}" --junitxml="$OUT/gpu_tests.xml"
 
-# 4. unilab-bench: the tracking step at 1024 / 4096 / 8192 envs with the CUDA graph on and off
-#    (eager terms), physics alone in the same run, per-phase ms from events inside the graph.
-#    The JSON is rewritten after every size, so a cut run keeps what it measured.
-for capture in on off; do
-  flags=(--out "$OUT/bench_gpu_capture_$capture.json")
-  [ "$capture" = off ] && flags+=(--no-capture)
-  "$PY" -c "import matplotlib" 2>/dev/null && flags+=(--plot "$OUT/bench_gpu_capture_$capture.png")
-  block "bench_capture_$capture" 35 "$PY" -m unilab_gpu.cli.bench --task g1_tracking --device cuda \
-    --num-envs 1024 4096 8192 --steps 50 --warmup 5 --no-compile --force "${flags[@]}"  # a rerun into the same OUT
-done
+# 5. torch.compile, tried after the key facts: the compiled, captured step at 4096 envs.
+train_compile=(compile=false)
+if [ "$triton" = True ]; then
+  block compile 55 "$PY" -m unilab_gpu.cli.bench --task g1_tracking --device cuda \
+    --num-envs 4096 --steps 50 --warmup 5 --force --out "$OUT/bench_gpu_compiled.json" && train_compile=()
+else  # the environment line said why; not a failure of this check
+  echo "compile exit=skipped seconds=0 budget=55 reason=no_triton" | tee -a "$OUT/summary.txt"
+fi
 
-# 5. Only with more than one visible GPU: data-parallel training, one rank per GPU (torchrun):
-#    a short FlashSAC run on G1 tracking that must finish and checkpoint, the doctor on every rank
-#    (replicas stay identical; per-rank and total step throughput), and the per-rank and total
+# 6. FlashSAC on G1 tracking at 4096 envs (captured step; compiled if block 5 passed); fails
+#    unless updates ran and every logged loss is finite.
+block train 55 "$PY" scripts/gpu_train_check.py --device cuda --num-envs 4096 --seconds 20 \
+  --max-seconds 50 --force --out "$OUT/train_check.json" -- "${train_compile[@]}"
+
+# 7. Only with more than one visible GPU: data-parallel training, the doctor on every rank and the
 #    training throughput of 1 rank against all of them.
-gpus=$("$PY" -c "import torch; print(torch.cuda.device_count())")
-if [ "$gpus" -gt 1 ]; then
-  block dist_train 150 "$PY" -m torch.distributed.run --nproc_per_node="$gpus" -m unilab_gpu.cli.train \
-    algo=flashsac total_env_steps=$((gpus * 1024 * 200)) env.num_envs=1024 log_every=50 export_onnx=false \
-    run_dir="$OUT/dist_run" "${train_compile[@]}"
-  block dist_doctor 150 "$PY" -m torch.distributed.run --nproc_per_node="$gpus" -m unilab_gpu.cli.doctor \
-    --tasks pendulum --num-envs 1024 --no-compile --out "$OUT/doctor_fleet.json"
-  block dist_bench 150 "$PY" scripts/bench_distributed.py --device cuda --task g1_tracking --num-envs 1024 \
-    --iterations 100 --ranks 1 "$gpus" --out "$OUT/distributed_gpu.json"
+if [ "${gpus:-1}" -gt 1 ]; then
+  block dist_train 150 "$PY" -m torch.distributed.run --nproc_per_node="$gpus" \
+    -m unilab_gpu.cli.train algo=flashsac total_env_steps=$((gpus * 1024 * 200)) env.num_envs=1024 log_every=50 \
+    export_onnx=false run_dir="$OUT/dist_run" "${train_compile[@]}"
+  block dist_doctor 150 "$PY" -m torch.distributed.run --nproc_per_node="$gpus" \
+    -m unilab_gpu.cli.doctor --tasks pendulum --num-envs 1024 --no-compile --out "$OUT/doctor_fleet.json"
+  block dist_bench 150 "$PY" scripts/bench_distributed.py --device cuda --task g1_tracking \
+    --num-envs 1024 --iterations 100 --ranks 1 "$gpus" --force --out "$OUT/distributed_gpu.json"
 fi
 
 fi  # SKIP_CHECKS
 
-# 6. Only with LEARNING_CURVES=1 (a second device call with GPU_CHECK_SECONDS=570: about 9
+# 8. Only with LEARNING_CURVES=1 (a second device call with GPU_CHECK_SECONDS=570: about 9
 #    minutes): the learning curves of issues 10 and 13 at GPU size, G1 tracking (SAC, 4096 envs,
 #    the real clip when ../shared is there) and G1 velocity (SAC, 2048 envs), each against its
-#    untrained policy. Run it alone with SKIP_CHECKS=1 to skip blocks 1-5.
+#    untrained policy. Run it alone with SKIP_CHECKS=1 to skip blocks 1-7.
 if [ "${LEARNING_CURVES:-0}" = 1 ]; then
   clip=()  # the built-in synthetic clip where the shared real one is not on this machine
   "$PY" -c "import sys; sys.path.insert(0, 'scripts'); import learning_curve as lc; assert lc.SHARED_CLIP.is_file()" \
     2>/dev/null || clip=(--motion none)
-  block curve_tracking 270 "$PY" scripts/learning_curve.py --device cuda --algo sac --num-envs 4096 "${clip[@]}" \
-    --eval-envs 1024 --clean-eval-envs 1024 --minutes 3 --log-every 50 --out "$OUT/g1_tracking_sac_gpu.json" \
-    --plot "$OUT/g1_tracking_sac_gpu.png"
-  block curve_velocity 270 "$PY" scripts/learning_curve.py --device cuda --task g1_velocity --algo sac_velocity \
-    --num-envs 2048 --eval-envs 1024 --minutes 3 --log-every 50 --out "$OUT/g1_velocity_sac_gpu.json" \
-    --plot "$OUT/g1_velocity_sac_gpu.png"
+  block curve_tracking 270 "$PY" scripts/learning_curve.py --device cuda --algo sac \
+    --num-envs 4096 "${clip[@]}" --eval-envs 1024 --clean-eval-envs 1024 --minutes 3 --log-every 50 \
+    --force --out "$OUT/g1_tracking_sac_gpu.json" --plot "$OUT/g1_tracking_sac_gpu.png"
+  block curve_velocity 270 "$PY" scripts/learning_curve.py --device cuda \
+    --task g1_velocity --algo sac_velocity --num-envs 2048 --eval-envs 1024 --minutes 3 --log-every 50 \
+    --force --out "$OUT/g1_velocity_sac_gpu.json" --plot "$OUT/g1_velocity_sac_gpu.png"
 fi
 
+summarize  # the skipped blocks too
+status=0
+[ $short -eq 1 ] && status=4
+[ $failed -eq 1 ] && status=1
 echo "gpu_check: results in $OUT (exit $status, $(($(date +%s) - START)) s)"
 cat "$OUT/summary.txt"
 exit $status

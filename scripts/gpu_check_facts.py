@@ -1,20 +1,31 @@
 """The facts scripts/gpu_check.sh records: block 0's environment, and the key facts so far.
 
-    python scripts/gpu_check_facts.py environment       # JSON on stdout; exit 1 unless CUDA is usable
-    python scripts/gpu_check_facts.py summary OUT       # the key facts so far, JSON on stdout
-    python scripts/gpu_check_facts.py library SONAME    # the folder holding SONAME on this machine
+    python scripts/gpu_check_facts.py environment [LINKS]  # JSON on stdout; exit 1 unless CUDA is usable
+    python scripts/gpu_check_facts.py summary OUT          # the key facts so far, JSON on stdout
+    python scripts/gpu_check_facts.py library SONAME       # the folder holding SONAME on this machine
+    python scripts/gpu_check_facts.py triton-kernel        # build and launch one Triton kernel (exit 0 if it ran)
 
 ``environment`` prints (JSON) whether CUDA is usable (a real launch, not a device count), the
 versions of torch, Warp, MuJoCo and MJWarp and where Warp was imported from (the bundle's
-install or not), the file NVRTC was loaded from (``nvrtc``), and whether Triton can build its
-driver here (``torch_compile``): Triton
-compiles a C file at first use with ``$CC``, else ``gcc``, else ``clang``, against this
-interpreter's ``Python.h`` (``triton/runtime/build.py``). The same in words goes to stderr.
+install or not), the file NVRTC was loaded from (``nvrtc``), and whether Triton can build and
+launch a kernel here (``torch_compile``), proven by doing it (``triton-kernel``, in a fresh process:
+Triton caches a failed driver build for the life of its process). Triton compiles a C driver at
+first use with ``$CC``, else ``gcc``, else ``clang``, against this interpreter's ``Python.h``
+(``triton/runtime/build.py``) and links it with ``-lcuda`` from the folders ``ldconfig -p`` lists
+for ``libcuda.so.1``, or from ``$TRITON_LIBCUDA_PATH``. When the first try fails, a folder
+``LINKS`` (default ``/tmp/unilab_libcuda``) gets ``libcuda.so`` and ``libcuda.so.1`` links to the
+driver library this process loaded, and the kernel is tried again with ``TRITON_LIBCUDA_PATH`` set
+to it; if that works, ``triton_libcuda_path`` names it (gpu_check.sh exports it for every later
+block). One line says which (``triton``). The same in words goes to stderr.
 
 ``summary`` prints, as JSON, the key facts of what the blocks wrote so far (``environment.json``,
-``doctor.json``, ``summary.txt``): CUDA usable, capture works (and its capture ids), replay ==
-eager, no sync in replay, env-steps/s of the captured step and at how many envs, and every
-block's exit status and seconds; a missing file leaves its facts ``null``. gpu_check.sh runs it
+``warm.json``, ``doctor.json``, ``bench_gpu_capture.json``, ``gpu_tests.xml``,
+``bench_gpu_compiled.json``, ``train_check.json``, ``summary.txt``): CUDA usable, Triton, physics
+alone, capture works (and its capture ids), replay == eager over steps with resets, no sync in
+replay, env-steps/s of the captured step against physics alone (the doctor's size and every bench
+size), the solver A/B, the GPU tests' counts, the compiled step, the training run, and every
+block's exit status and seconds; a missing or partial file leaves its facts ``null`` (a cut
+doctor's report says which check it was in: ``doctor_interrupted``). gpu_check.sh runs it
 after every block and renames its output over ``OUT/gpu_check.json`` (as it does with
 ``environment.json``): the standard library only, so it costs a fraction of a second.
 
@@ -71,7 +82,7 @@ def loaded_library(prefix: str) -> str | None:
     return next((path for path in sorted(paths) if os.path.basename(path).startswith(prefix)), None)
 
 
-def environment() -> tuple[dict[str, Any], int]:
+def environment(links: Path = Path("/tmp/unilab_libcuda")) -> tuple[dict[str, Any], int]:
     """The facts of block 0 and the exit status (1: CUDA unusable); the words go to stderr."""
     import torch
 
@@ -85,7 +96,7 @@ def environment() -> tuple[dict[str, Any], int]:
     import mujoco_warp
     import warp as wp
 
-    missing = triton_build_missing()
+    wp.init()
     facts.update(
         cuda_usable=True,
         devices=torch.cuda.device_count(),
@@ -93,18 +104,96 @@ def environment() -> tuple[dict[str, Any], int]:
         cuda_driver=".".join(map(str, wp.get_cuda_driver_version() or ())),
         warp=wp.__version__,
         warp_file=wp.__file__,
+        warp_cuda_output=os.environ.get("UNILAB_WARP_CUDA_OUTPUT") or "Warp's choice",
         mujoco=mujoco.__version__,
         mujoco_warp=mujoco_warp.__version__,
-        torch_compile=not missing,
-        torch_compile_missing=missing,
         nvrtc=loaded_library("libnvrtc.so"),  # Warp compiles its CUDA kernels with NVRTC
     )
+    facts.update(triton_facts(links, loaded_library("libcuda.so")))
     say(f"torch {torch.__version__} (CUDA {torch.version.cuda}), {facts['devices']} x {facts['device_name']}")
     say(f"warp {wp.__version__} (driver {facts['cuda_driver']}) from {wp.__file__}")
     say(f"mujoco {mujoco.__version__}, mujoco_warp {mujoco_warp.__version__}")
     say(f"NVRTC loaded from {facts['nvrtc'] or 'no file (linked into warp.so)'}")
-    say("Triton can build its driver: " + ("yes" if not missing else "no, missing " + ", ".join(missing)))
+    say(facts["triton"])
     return facts, 0
+
+
+def triton_facts(links: Path, libcuda: str | None, run=None) -> dict[str, Any]:
+    """Whether Triton builds and launches a kernel here, and with which ``TRITON_LIBCUDA_PATH``.
+
+    ``libcuda``: the driver library this process loaded (``libcuda.so.1``), linked into ``links``
+    for the second try. ``run(env)``: runs the kernel in a fresh process, returns ``(ok, last
+    error line)`` (default :func:`run_triton_kernel`; a test passes its own).
+    """
+    run = run or run_triton_kernel
+    missing = triton_build_missing()
+    facts: dict[str, Any] = {"torch_compile": False, "torch_compile_missing": missing, "triton_libcuda_path": None}
+    if missing:
+        facts["triton"] = "Triton: cannot build its driver, missing " + ", ".join(missing) + ": compile=false below"
+        return facts
+    preset = os.environ.get("TRITON_LIBCUDA_PATH")
+    ok, error = run(dict(os.environ))
+    if ok:
+        facts.update(torch_compile=True, triton_libcuda_path=preset)
+        facts["triton"] = "Triton: built and launched a kernel" + (f" (TRITON_LIBCUDA_PATH={preset})" if preset else "")
+        return facts
+    if libcuda is None or preset:
+        facts["triton"] = f"Triton: cannot build and launch a kernel ({error}): compile=false below"
+        return facts
+    links.mkdir(parents=True, exist_ok=True)
+    for name in ("libcuda.so", "libcuda.so.1"):
+        link = links / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(libcuda)
+    ok, second = run({**os.environ, "TRITON_LIBCUDA_PATH": str(links)})
+    if ok:
+        facts.update(torch_compile=True, triton_libcuda_path=str(links))
+        facts["triton"] = (
+            f"Triton: built and launched a kernel with TRITON_LIBCUDA_PATH={links} (links to {libcuda}; "
+            f"the default -lcuda failed: {error})"
+        )
+    else:
+        facts["triton"] = f"Triton: cannot build and launch a kernel ({error}; with {links}: {second}): compile=false"
+    return facts
+
+
+def run_triton_kernel(env: dict[str, str]) -> tuple[bool, str]:
+    """``triton-kernel`` in a fresh process with ``env``: whether it ran, and its last error line."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "triton-kernel"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        return False, "no answer in 120 s"
+    lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    return done.returncode == 0, (lines[-1] if lines else f"exit {done.returncode}")[:300]
+
+
+def triton_kernel() -> int:
+    """Build and launch one Triton kernel (x + 1 on 1000 floats) and check its result."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def add_one(x_ptr, n, block: tl.constexpr):
+        offsets = tl.program_id(0) * block + tl.arange(0, block)
+        mask = offsets < n
+        tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1.0, mask=mask)
+
+    x = torch.arange(1000, device="cuda", dtype=torch.float32)
+    add_one[(triton.cdiv(1000, 256),)](x, 1000, block=256)
+    if not torch.equal(x.cpu(), torch.arange(1000, dtype=torch.float32) + 1.0):
+        say("triton-kernel: the kernel ran but its result is wrong")
+        return 1
+    return 0
 
 
 def say(line: str) -> None:
@@ -124,6 +213,36 @@ def blocks(summary: str) -> list[dict[str, str]]:
     return [{"block": words[0], **dict(w.split("=", 1) for w in words[1:] if "=" in w)} for words in rows]
 
 
+def junit_counts(path: Path) -> dict[str, int] | None:
+    """Tests, failures, errors and skipped of a JUnit XML report (pytest's), or ``None``."""
+    import xml.etree.ElementTree as ElementTree
+
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (OSError, ElementTree.ParseError):
+        return None
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+    keys = ("tests", "failures", "errors", "skipped")
+    return {key: sum(int(suite.get(key, 0)) for suite in suites) for key in keys}
+
+
+def bench_rows(report: Any) -> list[dict[str, Any]]:
+    """Per size of a ``unilab-bench`` report: env-steps/s captured against physics alone."""
+    rows = []
+    for row in (report or {}).get("results", []):
+        physics_ms = row.get("physics_only_ms")
+        rows.append(
+            {
+                "num_envs": row.get("num_envs"),
+                "env_steps_per_s": row.get("env_steps_per_s"),
+                "physics_only_env_steps_per_s": row["num_envs"] / (physics_ms / 1e3) if physics_ms else None,
+                "overhead_ratio": row.get("overhead_ratio"),
+                "captured": row.get("captured"),
+            }
+        )
+    return rows
+
+
 def summary(out: Path) -> dict[str, Any]:
     env, doctor = _read(out / "environment.json"), _read(out / "doctor.json")
     checks = {c["name"]: c for c in (doctor or {}).get("checks", [])}
@@ -131,18 +250,34 @@ def summary(out: Path) -> dict[str, Any]:
     def passed(name: str) -> bool | None:
         return checks[name]["status"] == "pass" if name in checks else None
 
-    throughput = checks.get("throughput and phases", {}).get("data", {})
+    def data(name: str) -> dict[str, Any]:
+        return checks.get(name, {}).get("data", {})
+
+    throughput = data("throughput and phases")
+    train, warm = _read(out / "train_check.json"), _read(out / "warm.json")
     summary_txt = out / "summary.txt"
     facts = {
         "cuda_usable": None if env is None else env["cuda_usable"],
+        "triton": None if env is None else env.get("triton"),
+        "physics_only_env_steps_per_s_at_num_envs": data("physics only").get("physics_only_env_steps_per_s"),
         "capture_works": passed("whole step captures"),
-        "capture_ids": checks.get("whole step captures", {}).get("data", {}).get("capture_ids"),
+        "capture_ids": data("whole step captures").get("capture_ids"),
         "replay_equals_eager": passed("replay equals eager (deterministic)"),
+        "replay_steps_with_resets": data("replay equals eager (deterministic)").get("steps_with_resets"),
         "no_sync_in_replay": passed("no host sync during replay"),
         "env_steps_per_s": throughput.get("env_steps_per_s"),
         "num_envs": throughput.get("num_envs"),
         "physics_only_env_steps_per_s": throughput.get("physics_only_env_steps_per_s"),
+        "solver_early_exit_saving": data("solver early exit A/B").get("saving"),
+        "split_capture": data("solver early exit A/B").get("split_capture"),
         "doctor_verdict": None if doctor is None else doctor["verdict"],
+        "doctor_interrupted": None if doctor is None else doctor.get("interrupted"),
+        "bench_capture": bench_rows(_read(out / "bench_gpu_capture.json")),
+        "bench_compiled": bench_rows(_read(out / "bench_gpu_compiled.json")),
+        "gpu_tests": junit_counts(out / "gpu_tests.xml"),
+        "train_env_steps_per_s": None if train is None else train.get("env_steps_per_s"),
+        "train_failures": None if train is None else train.get("failures"),
+        "warm_modules": None if warm is None else warm.get("modules"),
         "blocks": blocks(summary_txt.read_text()) if summary_txt.is_file() else [],
         "environment": env,
     }
@@ -154,10 +289,12 @@ def summary(out: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args == ["environment"]:
-        facts, status = environment()
+    if args[:1] == ["environment"] and len(args) <= 2:
+        facts, status = environment(*(Path(a) for a in args[1:]))
         print(json.dumps(facts, indent=2))
         return status
+    if args == ["triton-kernel"]:
+        return triton_kernel()
     if len(args) == 2 and args[0] == "summary":
         print(json.dumps(summary(Path(args[1])), indent=2))
         return 0
@@ -172,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(folder)
         return 0
-    say("usage: gpu_check_facts.py environment | summary OUT | library SONAME")
+    say("usage: gpu_check_facts.py environment [LINKS] | summary OUT | library SONAME | triton-kernel")
     return 2
 
 

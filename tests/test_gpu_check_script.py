@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from script_helpers import load_script
 from test_gpu_bundle import _write_sums, bundle  # noqa: F401  (the fake bundle fixture, its sums)
 
@@ -149,7 +150,7 @@ def test_the_summary_holds_the_key_facts_of_the_blocks_that_ran(tmp_path) -> Non
     (tmp_path / "doctor.json").write_text(json.dumps({"verdict": "fail", "checks": checks}))
     (tmp_path / "summary.txt").write_text(
         "bundle exit=0 seconds=12 nvrtc=/lib target=/tmp/site\nenvironment exit=0 seconds=3 budget=90\n"
-        "gpu_check: doctor ran past its 180 s budget\ndoctor exit=124 seconds=180 budget=180\n"
+        "gpu_check: doctor was cut at 130 s (SIGINT)\ndoctor exit=cut_budget seconds=130 budget=130\n"
         "train exit=skipped seconds=0 budget=100 reason=out_of_time\n"
     )
     got = facts.summary(tmp_path)
@@ -168,10 +169,55 @@ def test_the_summary_holds_the_key_facts_of_the_blocks_that_ran(tmp_path) -> Non
     assert got["nvrtc"] == "/lib/libnvrtc.so.13"  # the file Warp loaded, over the folder the bundle line names
     assert got["capture_ids"] == [5, 5] and got["env_steps_per_s"] == 1e5 and got["num_envs"] == 4096
     assert [b["block"] for b in got["blocks"]] == ["bundle", "environment", "doctor", "train"]
-    assert got["blocks"][2] == {"block": "doctor", "exit": "124", "seconds": "180", "budget": "180"}
+    assert got["blocks"][2] == {"block": "doctor", "exit": "cut_budget", "seconds": "130", "budget": "130"}
     assert got["blocks"][3]["reason"] == "out_of_time"
 
 
 def test_the_summary_of_a_run_that_wrote_nothing_yet_is_all_unknown(tmp_path) -> None:
     got = facts.summary(tmp_path)
     assert got["cuda_usable"] is None and got["capture_works"] is None and got["blocks"] == []
+
+
+def test_triton_is_proven_by_a_kernel_and_retried_with_links_to_the_loaded_libcuda(monkeypatch, tmp_path) -> None:
+    """Block 0 runs a Triton kernel in a fresh process; if linking -lcuda fails, it links the
+    driver library this process loaded into a folder and retries with TRITON_LIBCUDA_PATH."""
+    monkeypatch.setattr(facts, "triton_build_missing", lambda: [])
+    monkeypatch.delenv("TRITON_LIBCUDA_PATH", raising=False)
+    libcuda = tmp_path / "driver" / "libcuda.so.1"
+    libcuda.parent.mkdir()
+    libcuda.write_bytes(b"")
+    links = tmp_path / "links"
+    tries = []
+
+    def needs_links(env):
+        tries.append(env.get("TRITON_LIBCUDA_PATH"))
+        path = env.get("TRITON_LIBCUDA_PATH")
+        ok = path is not None and os.path.realpath(Path(path) / "libcuda.so") == str(libcuda)
+        return ok, "" if ok else "/usr/bin/ld: cannot find -lcuda"
+
+    got = facts.triton_facts(links, str(libcuda), run=needs_links)
+    assert tries == [None, str(links)] and got["torch_compile"] and got["triton_libcuda_path"] == str(links)
+    assert (links / "libcuda.so.1").resolve() == libcuda and (links / "libcuda.so").resolve() == libcuda
+    assert got["triton"].startswith(f"Triton: built and launched a kernel with TRITON_LIBCUDA_PATH={links}")
+    assert "cannot find -lcuda" in got["triton"] and "\n" not in got["triton"]
+
+    assert facts.triton_facts(links, str(libcuda), run=lambda env: (True, ""))["triton_libcuda_path"] is None
+    never = facts.triton_facts(links, str(libcuda), run=lambda env: (False, "boom"))
+    assert not never["torch_compile"] and never["triton"].endswith("compile=false")
+    monkeypatch.setattr(facts, "triton_build_missing", lambda: ["a C compiler (CC, gcc or clang)"])
+    missing = facts.triton_facts(links, str(libcuda), run=lambda env: pytest.fail("must not run"))
+    assert not missing["torch_compile"] and "missing a C compiler" in missing["triton"]
+
+
+def test_the_summary_reads_pytests_junit_report_and_the_bench_rows(tmp_path) -> None:
+    (tmp_path / "gpu_tests.xml").write_text(
+        '<testsuites><testsuite tests="7" failures="1" errors="0" skipped="2"></testsuite></testsuites>'
+    )
+    bench = {"results": [{"num_envs": 1024, "env_steps_per_s": 5e5, "physics_only_ms": 1.6, "overhead_ratio": 1.3}]}
+    (tmp_path / "bench_gpu_capture.json").write_text(json.dumps(bench))
+    got = facts.summary(tmp_path)
+    assert got["gpu_tests"] == {"tests": 7, "failures": 1, "errors": 0, "skipped": 2}
+    (row,) = got["bench_capture"]
+    assert row["physics_only_env_steps_per_s"] == pytest.approx(1024 / 1.6e-3) and row["overhead_ratio"] == 1.3
+    (tmp_path / "gpu_tests.xml").write_text("<testsuites><testsuite")  # a report cut mid-write
+    assert facts.summary(tmp_path)["gpu_tests"] is None
