@@ -27,12 +27,12 @@ from pathlib import Path
 
 import torch
 
-from unilab_gpu.cli.bench import write_json_atomic
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.agents import TINY_CONFIGS, algo_config, make_agent
 from unilab_gpu.rl.distributed import DataParallel, launch_from_env, rank_device
 from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
+from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_json_atomic
 
 ALGO = {"batch_size": 256, "updates_per_step": 1, "warmup_steps": 5, "buffer_capacity_per_env": 128}
 """Tiny networks (``TINY_CONFIGS``) with a batch that makes the update a real share of the step."""
@@ -130,7 +130,7 @@ def launcher(args: argparse.Namespace) -> None:
     if previous is not None:
         report["results"] = previous["results"] + report["results"]
         report["command"] = previous["command"] + " ; " + report["command"]
-    write_json_atomic(args.out, report)
+    write_json_atomic(args.out, portable_paths(report))
     print(f"wrote {args.out}")
 
 
@@ -146,7 +146,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20, help="untimed iterations first")
     parser.add_argument("--append", action="store_true", help="add the rows to an existing --out report")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--force", action="store_true", help="replace an existing --out report")
     args = parser.parse_args()
+    if not args.worker:  # found out now, not after every world size has run (--append extends the file)
+        try:
+            check_output(args.out, "--out", force=args.force or args.append, example="distributed.json")
+        except OutputPathError as error:
+            raise SystemExit(f"bench_distributed: error: {error}") from None
     worker(args) if args.worker else launcher(args)
 
 

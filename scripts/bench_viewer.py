@@ -30,7 +30,7 @@ from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.training.config import compose_train_config, resolve_auto
 from unilab_gpu.training.run import make_trainer
-from unilab_gpu.utils.files import write_atomic
+from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_json_atomic
 from unilab_gpu.viewer.live import LiveViewer
 
 
@@ -79,14 +79,23 @@ def window(trainer, iterations: int) -> float:
     return iterations * trainer.env.num_envs / (time.perf_counter() - start)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--overrides", nargs="*", default=["algo.warmup_steps=2"], help="train config overrides")
     parser.add_argument("--iterations", type=int, default=20, help="iterations per window")
     parser.add_argument("--rounds", type=int, default=8, help="pairs of windows (off, on)")
     parser.add_argument("--worlds", type=int, default=4)
-    parser.add_argument("--out", default=None, help="JSON file")
-    args = parser.parse_args()
+    parser.add_argument("--out", type=Path, default=None, help="JSON file")
+    parser.add_argument("--force", action="store_true", help="replace an existing --out file")
+    args = parser.parse_args(argv)
+    for option, value in (("--iterations", args.iterations), ("--rounds", args.rounds), ("--worlds", args.worlds)):
+        if value < 1:
+            raise SystemExit(f"bench_viewer: error: {option} must be >= 1, got {value}")
+    if args.out is not None:
+        try:  # found out now, not after the measurement
+            check_output(args.out, "--out", force=args.force, example="viewer.json")
+        except OutputPathError as error:
+            raise SystemExit(f"bench_viewer: error: {error}") from None
 
     cfg = resolve_auto(compose_train_config(["device=cpu", *args.overrides]))
     env = make_env(
@@ -148,7 +157,7 @@ def main() -> None:
     }
     print(json.dumps({k: v for k, v in result.items() if k != "machine"}, indent=1))
     if args.out:
-        write_atomic(Path(args.out), lambda file: file.write(json.dumps(result, indent=1).encode() + b"\n"))
+        write_json_atomic(args.out, portable_paths(result))
 
 
 if __name__ == "__main__":

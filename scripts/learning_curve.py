@@ -23,6 +23,11 @@ For ``g1_tracking`` the motion is ``--motion`` (default: the shared holosoma cli
 ``../shared/motions/g1/largebox_carry.npz``). ``--keep-run DIR`` keeps the run folder (config and
 the trained checkpoint, the policy evaluated) for ``unilab-play DIR`` or a resume; without it the
 run trains in a temporary folder.
+
+``--out`` and ``--plot`` are checked before any work, as the commands check theirs: an existing
+file needs ``--force``, and neither may be a folder, a link, a FIFO or device, a run folder's own
+file, the other output, or inside ``--keep-run``. Both are written atomically; the report names
+files relative to the repository. ``--replot`` redraws ``--plot`` from an existing ``--out``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import shlex
 import sys
 import tempfile
@@ -46,6 +52,7 @@ from unilab_gpu.rl.evaluation import agent_policy, evaluate
 from unilab_gpu.rl.logger import RecordingLogger
 from unilab_gpu.training.config import compose_train_config, resolve_auto
 from unilab_gpu.training.run import build_run
+from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_atomic, write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_CLIP = ROOT.parent / "shared" / "motions" / "g1" / "largebox_carry.npz"
@@ -351,8 +358,7 @@ def run(args: argparse.Namespace) -> dict:
         "command": "python scripts/learning_curve.py " + shlex.join(args.argv),
         "task": args.task,
         "algo": args.algo,
-        # Recorded relative to the repository, so the report names no path of this machine.
-        "env_overrides": [o.replace(str(ROOT.parent), "..") for o in env_overrides],
+        "env_overrides": env_overrides,
         "num_envs": trainer.env.num_envs,
         "env_steps": trainer.env_steps,
         "updates": trainer.agent.num_updates if hasattr(trainer, "agent") else None,
@@ -411,8 +417,44 @@ def plot(report: dict, path: Path) -> None:
     minutes = report["train_seconds"] / 60
     fig.suptitle(f"{report['task']} / {report['algo']}: {report['env_steps']:,} env steps in {minutes:.0f} min")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    write_atomic(path, lambda file: fig.savefig(file, format="png", dpi=110))
+    plt.close(fig)
+
+
+def fail(message: str) -> SystemExit:
+    """The one line the script ends with on bad input (status 2)."""
+    print(f"learning_curve: error: {message}", file=sys.stderr)
+    return SystemExit(2)
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before any work, outputs the script must not write (see the module docstring)."""
+    outputs = [("--out", args.out, "report.json")] + ([("--plot", args.plot, "curve.png")] if args.plot else [])
+    inputs = [args.out] if args.replot else []
+    for option, path, example in outputs[1:] if args.replot else outputs:
+        try:
+            check_output(path, option, force=args.force, inputs=inputs, example=example)
+        except OutputPathError as error:
+            raise fail(str(error)) from None
+        if args.keep_run is not None and path.resolve().is_relative_to(args.keep_run.resolve()):
+            raise fail(f"{option}: {path} is inside --keep-run {args.keep_run}; a run folder holds the run's own files")
+    if args.plot is not None and args.plot.resolve() == args.out.resolve():
+        raise fail(f"--plot: {args.plot} is also --out; give the plot its own file")
+
+
+def read_report(path: Path) -> dict:
+    """The JSON report at ``path`` (for ``--replot``), or one line saying why not."""
+    try:
+        report = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise fail(f"--out: {path} not found; --replot redraws an existing report") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise fail(f"--out: {path} is not a readable JSON report ({error})") from None
+    keys = ("curve", "untrained", "trained", "task", "algo", "env_steps", "train_seconds")
+    missing = [key for key in keys if not isinstance(report, dict) or key not in report]
+    if missing:
+        raise fail(f"--out: {path} is not a learning-curve report (no {', '.join(missing)})")
+    return report
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -434,8 +476,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--log-every", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--env-override", action="append", default=[], help="a task override (repeatable)")
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument("--out", type=Path, required=True, help="the JSON report")
+    parser.add_argument("--plot", type=Path, default=None, help="also draw the report to this PNG")
+    parser.add_argument("--force", action="store_true", help="replace existing --out / --plot files")
     parser.add_argument(
         "--keep-run",
         type=Path,
@@ -448,16 +491,19 @@ def main(argv: list[str] | None = None) -> dict:
     args.argv = argv
     if args.replot:
         if args.plot is None:
-            raise SystemExit("--replot needs --plot")
-        report = json.loads(args.out.read_text())
+            raise fail("--replot needs --plot")
+        check_outputs(args)
+        report = read_report(args.out)
         plot(report, args.plot)
         return report
     for option in ("num_envs", "eval_envs", "log_every", "env_steps"):
         if getattr(args, option) < 1:
-            raise SystemExit(f"--{option.replace('_', '-')} must be >= 1")
-    report = run(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+            raise fail(f"--{option.replace('_', '-')} must be >= 1, got {getattr(args, option)}")
+    if not (math.isfinite(args.minutes) and args.minutes > 0):
+        raise fail(f"--minutes must be a finite number > 0, got {args.minutes}")
+    check_outputs(args)
+    report = portable_paths(run(args))  # committed reports name no path of this machine
+    write_json_atomic(args.out, report)
     if args.plot is not None:
         plot(report, args.plot)
     u, t = report["untrained"], report["trained"]

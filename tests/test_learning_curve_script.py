@@ -98,15 +98,20 @@ def test_kept_run_holds_the_evaluated_policy(tmp_path) -> None:
     """--keep-run leaves a run folder whose checkpoint is the policy the script evaluated: the
     checkpoint's agent, evaluated the same way, reproduces the report's trained episodes."""
     lc = load_script("learning_curve")
-    run_dir, out = tmp_path / "run", tmp_path / "report.json"
+    run_dir, out, plot = tmp_path / "run", tmp_path / "report.json", tmp_path / "curve.png"
     argv = [
         *("--task", "pendulum", "--algo", "sac", "--env-steps", "128", "--num-envs", "4", "--eval-envs", "2"),
-        *("--log-every", "8", "--keep-run", str(run_dir), "--out", str(out), "--"),
+        *("--log-every", "8", "--keep-run", str(run_dir), "--out", str(out), "--plot", str(plot), "--"),
         *("algo.batch_size=32", "algo.warmup_steps=4", "algo.compile=false"),
         *("algo.actor_hidden_dims=[16]", "algo.critic_hidden_dims=[16]"),
     ]
     lc.main(argv)
     report = json.loads(out.read_text())
+    assert plot.read_bytes().startswith(b"\x89PNG") and sorted(p.name for p in tmp_path.iterdir()) == [
+        "curve.png",
+        "report.json",
+        "run",
+    ]
     checkpoint = load_checkpoint(run_dir)
     assert checkpoint["trainer"]["env_steps"] == report["env_steps"] == 128
     agent = agent_from_checkpoint(checkpoint, "cpu")
@@ -114,3 +119,76 @@ def test_kept_run_holds_the_evaluated_policy(tmp_path) -> None:
     returns = {name: report[name]["summary"]["episode/return"] for name in ("untrained", "trained")}
     assert again["summary"]["episode/return"] == pytest.approx(returns["trained"], rel=1e-5)
     assert again["summary"]["episode/return"] != pytest.approx(returns["untrained"], rel=1e-3)
+
+
+def _refused(lc, capsys, argv: list[str]) -> str:
+    """The one stderr line of a run of the script that must stop with status 2."""
+    with pytest.raises(SystemExit) as stopped:
+        lc.main(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err.count("\n") == 1 and err.startswith("learning_curve: error: "), err
+    return err.strip().removeprefix("learning_curve: error: ")
+
+
+def test_budgets_and_outputs_are_refused_before_any_work(tmp_path, capsys, monkeypatch) -> None:
+    """Issue 36: no silent --minutes -1/nan, and no output found unwritable (or a run's checkpoint
+    overwritten) only after the whole training run."""
+    import os
+
+    lc = load_script("learning_curve")
+    monkeypatch.setattr(lc, "build_run", lambda *a, **k: pytest.fail("trained before checking"))
+    monkeypatch.setattr(lc, "compose_train_config", lambda *a, **k: pytest.fail("composed before checking"))
+    run = tmp_path / "run"  # a run folder: its checkpoint is never an output, --force or not
+    run.mkdir()
+    (run / "checkpoint.pt").write_bytes(b"weights")
+    (run / "config.yaml").write_text("task: pendulum\n")
+    old = tmp_path / "old.json"
+    old.write_text("kept")
+    os.mkfifo(tmp_path / "pipe")
+    new = str(tmp_path / "new.json")
+    base = ["--task", "pendulum", "--algo", "sac"]
+    cases = [
+        (["--minutes", "-1", "--out", new], "--minutes must be a finite number > 0, got -1.0"),
+        (["--minutes", "nan", "--out", new], "--minutes must be a finite number > 0, got nan"),
+        (["--minutes", "inf", "--out", new], "--minutes must be a finite number > 0, got inf"),
+        (["--out", str(old)], f"--out: {old} exists; pass --force to replace it"),
+        (["--out", str(run / "checkpoint.pt"), "--force"], "is the checkpoint.pt of the run folder"),
+        (["--out", new, "--plot", str(run / "config.yaml"), "--force"], "is the config.yaml of the run folder"),
+        (["--out", str(tmp_path / "pipe"), "--force"], "is a FIFO (named pipe), not a regular file"),
+        (["--out", new, "--plot", new], "--plot: " + new + " is also --out; give the plot its own file"),
+        (
+            ["--out", str(tmp_path / "kept" / "checkpoint.pt"), "--keep-run", str(tmp_path / "kept")],
+            "is inside --keep-run",
+        ),
+        (["--out", str(tmp_path / "a_file" / "x.json")], "cannot write"),
+    ]
+    (tmp_path / "a_file").write_text("")
+    for extra, message in cases:
+        assert message in _refused(lc, capsys, base + extra), extra
+    assert old.read_text() == "kept" and (run / "checkpoint.pt").read_bytes() == b"weights"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "old.json", "pipe", "run"]
+
+
+def test_replot_of_a_missing_or_corrupt_report_is_one_line(tmp_path, capsys) -> None:
+    lc = load_script("learning_curve")
+    plot = tmp_path / "curve.png"
+    missing = tmp_path / "missing.json"
+    assert _refused(lc, capsys, ["--replot", "--out", str(missing), "--plot", str(plot)]) == (
+        f"--out: {missing} not found; --replot redraws an existing report"
+    )
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_bytes(b'{"curve": [1, 2')
+    assert f"--out: {corrupt} is not a readable JSON report (" in _refused(
+        lc, capsys, ["--replot", "--out", str(corrupt), "--plot", str(plot)]
+    )
+    other = tmp_path / "other.json"
+    other.write_text('{"benchmark": "env_step"}')
+    assert f"--out: {other} is not a learning-curve report (no curve, untrained" in _refused(
+        lc, capsys, ["--replot", "--out", str(other), "--plot", str(plot)]
+    )
+    plot.write_bytes(b"old plot")
+    assert f"--plot: {plot} exists; pass --force to replace it" in _refused(
+        lc, capsys, ["--replot", "--out", str(other), "--plot", str(plot)]
+    )
+    assert "needs --plot" in _refused(lc, capsys, ["--replot", "--out", str(other)])
+    assert plot.read_bytes() == b"old plot" and not missing.exists()

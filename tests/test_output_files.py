@@ -96,8 +96,9 @@ def test_a_replaced_file_keeps_its_mode(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o640 and json.loads(path.read_text()) == {"b": 2}
 
 
-STANDALONE_SCRIPTS = ("gpu_bundle_warp.py",)
-"""Scripts that run before the package is installed (the GPU bundle's build) and import none of it."""
+STANDALONE_SCRIPTS = ("gpu_bundle_warp.py", "gpu_check_stub.py")
+"""Scripts that import none of the package by design: the GPU bundle's build (it runs before the
+package is installed) and the GPU check's stand-in programs (standard library only, to start fast)."""
 
 
 def test_write_json_atomic_is_the_one_json_writer():

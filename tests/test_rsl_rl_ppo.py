@@ -59,6 +59,18 @@ def test_vec_env_contract_around_an_episode_end() -> None:
     assert float(env.stats.episodes) == 0  # cleared after the report
     vec.episode_length_buf = torch.full((N,), 2)
     assert env.episode_length.tolist() == [2] * N  # the runner's random start lengths reach the env
+    for bad, message in (
+        (
+            torch.tensor([0, 1, LENGTH, 2]),
+            f"episode ages must be in [0, {LENGTH - 1}] (max_episode_length {LENGTH}), got values from 0 to {LENGTH}",
+        ),
+        (torch.tensor([0, -3, 1, 2]), "got values from -3 to 2"),
+        (torch.full((N,), 1.5), f"expected whole numbers of shape ({N},), got torch.float32 of shape ({N},)"),
+        (torch.zeros(N + 1, dtype=torch.long), f"expected whole numbers of shape ({N},), got torch.int64 of shape"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            vec.episode_length_buf = bad
+    assert env.episode_length.tolist() == [2] * N  # unchanged by the refused values
 
 
 def test_steps_past_an_end_are_dones_so_returns_never_join_episodes() -> None:
