@@ -120,6 +120,14 @@ BAD_ROBOT_CONFIGS = {
         (ROBOT_FILE, "gives no 'feet.bodies', which the task reads at 'rewards.feet_orientation.params.body_names'"),
     ),
     "unknown key": ({"torso_bdy": "torso"}, (ROBOT_FILE, "bad key 'torso_bdy': Key 'torso_bdy' not in 'RobotCfg'")),
+    "mandatory key left out": (
+        {"fall_height": None},
+        (ROBOT_FILE, "bad key 'fall_height': Structured config of type `RobotCfg` has missing mandatory value"),
+    ),
+    "wrong type": (
+        {"base_height": "tall"},
+        (ROBOT_FILE, "bad key 'base_height': Value 'tall' of type 'str' could not"),
+    ),
 }
 
 

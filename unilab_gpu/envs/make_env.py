@@ -19,7 +19,7 @@ from unilab_gpu import list_tasks
 from unilab_gpu.envs.env_cfg import EnvCfg, typed_terms
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.envs.robot_check import check_robot
-from unilab_gpu.paths import CONFIGS_DIR, config_roots, robot_asset
+from unilab_gpu.paths import config_roots, robot_asset
 from unilab_gpu.utils.overrides import override_syntax_problem
 
 SCHEMA_NAME = "env_cfg_schema"
@@ -91,6 +91,8 @@ def _explain(task: str, overrides: Sequence[str], error: Exception, robot_file: 
     )
     if missing and robot_file is not None:  # the task reads a key the robot config does not give
         return f"robot config {robot_file} gives no '{missing[1]}', which the task reads at '{key}'"
+    if key and key.startswith("robot.") and robot_file is not None:  # e.g. a mandatory key left out
+        return f"robot config {robot_file}: bad key '{key.removeprefix('robot.')}': {message}"
     where = f" at '{key}'" if key else ""
     return f"bad config{where}: {message}{_override_hint(task, overrides, key, message)}"
 
