@@ -14,6 +14,10 @@ capture and is reported separately. Output keys:
 - ``failures``: why the check fails, empty when it passes: no update ran, a logged loss is not
   finite, or no env step was taken. The script then exits with status 1.
 
+``--out`` is checked before the run (an existing file needs ``--force``) and written atomically,
+after every logging point too (``complete: false`` until the end), so a run cut short keeps what it
+measured; ``SIGINT`` ends the run early with ``interrupted: true`` and exit status 130.
+
 Usage:
   python scripts/gpu_train_check.py --device cuda --seconds 120 --out $OUT/train_check.json
   python scripts/gpu_train_check.py --device cpu --seconds 5 --num-envs 2 --out /tmp/t.json \\
@@ -23,7 +27,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import tempfile
@@ -36,6 +39,7 @@ from unilab_gpu.rl.logger import RecordingLogger
 from unilab_gpu.rl.trainer import PHASES
 from unilab_gpu.training.config import compose_train_config, resolve_auto
 from unilab_gpu.training.run import build_run
+from unilab_gpu.utils.files import OutputPathError, check_output, write_json_atomic
 
 
 def run_check(args: argparse.Namespace) -> dict:
@@ -60,17 +64,34 @@ def run_check(args: argparse.Namespace) -> dict:
     trainer.logger = recorder  # type: ignore[assignment]
     built = time.perf_counter()
 
+    written = [0]
+
     def should_stop() -> bool:
+        if len(recorder.points) > written[0]:  # a new logging point: the report so far, on disk
+            written[0] = len(recorder.points)
+            write_json_atomic(
+                args.out, make_report(cfg, task, trainer, recorder.points, started, built, complete=False)
+            )
         if time.perf_counter() - started > args.max_seconds:
             return True
         # Training time counts from the first logging point (compile and capture happen before).
         return bool(recorder.points) and time.perf_counter() - recorder.points[0][1] > args.seconds
 
-    trainer.train(should_stop)
-    stopped = time.perf_counter()
+    interrupted = False
+    try:
+        trainer.train(should_stop)
+    except KeyboardInterrupt:  # a budget's cut: what was measured is still reported
+        interrupted = True
     recorder.close()
+    return {
+        **make_report(cfg, task, trainer, recorder.points, started, built, complete=True),
+        "interrupted": interrupted,
+    }
 
-    points = recorder.points
+
+def make_report(cfg, task: str, trainer, points: list, started: float, built: float, complete: bool) -> dict:
+    """The check's report from the logging points so far."""
+    stopped = time.perf_counter()
     steady = [s for _, _, s in points[1:]] or [s for _, _, s in points]
     updates = trainer.algo.updates_per_step
     return {
@@ -96,6 +117,7 @@ def run_check(args: argparse.Namespace) -> dict:
         "episode_return_trend": [[step, s["episode/return"]] for step, _, s in points if "episode/return" in s],
         "machine": machine_info(str(trainer.env.device)),
         "failures": failures(points, trainer.agent.num_updates, trainer.env_steps),
+        "complete": complete,
     }
 
 
@@ -123,13 +145,22 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-seconds", type=float, default=300.0, help="hard limit, build and compile included")
     parser.add_argument("--log-every", type=int, default=50)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--force", action="store_true", help="replace an existing --out file")
     parser.add_argument("overrides", nargs="*", help="extra unilab-train overrides (after --)")
     args = parser.parse_args(argv)
+    try:  # found out now, not after the run
+        check_output(args.out, "--out", force=args.force, example="train_check.json")
+    except OutputPathError as error:
+        raise SystemExit(f"gpu_train_check: error: {error}") from None
     with tempfile.TemporaryDirectory() as run_dir:
         args.run_dir = run_dir
         report = run_check(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2, default=str))
+    write_json_atomic(args.out, report)
+    if report["interrupted"]:
+        print(
+            f"gpu_train_check: INTERRUPTED after {report['env_steps']:,} env steps; what was measured is in {args.out}"
+        )
+        raise SystemExit(130)
     trend = report["reward_trend"] or [[0, float("nan")]]
     print(
         f"gpu_train_check: {report['env_steps_per_s'] or 0:,.0f} env-steps/s, "

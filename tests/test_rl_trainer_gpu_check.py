@@ -46,3 +46,50 @@ def test_a_run_without_updates_fails_the_check(tmp_path):
     with pytest.raises(SystemExit, match="FAILED: no update ran"):
         load_script("gpu_train_check").main(args)
     assert json.loads(out.read_text())["failures"][0].startswith("no update ran")
+
+
+def test_an_existing_report_is_refused_before_the_run(tmp_path, monkeypatch):
+    script = load_script("gpu_train_check")
+    monkeypatch.setattr(script, "run_check", lambda args: pytest.fail("ran before checking --out"))
+    out = tmp_path / "train_check.json"
+    out.write_text("kept")
+    with pytest.raises(SystemExit, match=rf"^gpu_train_check: error: --out: {out} exists; pass --force to replace it$"):
+        script.main(["--device", "cpu", "--out", str(out)])
+    assert out.read_text() == "kept"
+
+
+def test_a_cut_run_keeps_the_logging_points_it_reached(tmp_path, monkeypatch):
+    """SIGINT (a budget's cut) after the third logging point: the report of what was measured is
+    written (it was on disk after every point already), marked interrupted, exit status 130."""
+    script = load_script("gpu_train_check")
+    original_log = script.RecordingLogger.log
+
+    def log_then_cut(self, iteration, env_steps, scalars):
+        original_log(self, iteration, env_steps, scalars)
+        if len(self.points) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(script.RecordingLogger, "log", log_then_cut)
+    out = tmp_path / "train_check.json"
+    tiny = ["algo.warmup_steps=2", "algo.batch_size=8", "algo.buffer_capacity_per_env=16", "algo.actor_hidden_dim=8"]
+    tiny += ["algo.critic_hidden_dim=8", "algo.actor_num_blocks=1", "algo.critic_num_blocks=1", "algo.num_atoms=11"]
+    args = [
+        "--device",
+        "cpu",
+        "--seconds",
+        "600",
+        "--num-envs",
+        "2",
+        "--log-every",
+        "2",
+        "--out",
+        str(out),
+        "--",
+        *tiny,
+    ]
+    with pytest.raises(SystemExit) as stopped:
+        script.main([*args, "--", *tiny])
+    assert stopped.value.code == 130
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True and report["complete"] is True
+    assert [step for step, _ in report["reward_trend"]] == [4, 8, 12]
