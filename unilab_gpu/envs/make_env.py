@@ -35,6 +35,11 @@ def load_task_cfg(task: str, overrides: Sequence[str] = ()) -> EnvCfg:
     Raises:
       ValueError: unknown task, unknown key or wrong type; the message names the key path.
     """
+    return _load(task, overrides)[0]
+
+
+def _load(task: str, overrides: Sequence[str]) -> tuple[EnvCfg, Path | None]:
+    """``load_task_cfg``, and the file of the task's robot config (None for a task without one)."""
     if not isinstance(task, str) or task not in list_tasks():
         raise ValueError(f"unknown task {task!r}; available: {list_tasks()}")
     if (
@@ -46,11 +51,6 @@ def load_task_cfg(task: str, overrides: Sequence[str] = ()) -> EnvCfg:
             f"task '{task}': 'overrides' must be a list of 'key=value' strings, e.g. ['episode_length_s=5'], "
             f"got {overrides!r}"
         )
-    return _load(task, overrides)[0]
-
-
-def _load(task: str, overrides: Sequence[str]) -> tuple[EnvCfg, Path | None]:
-    """``load_task_cfg``, and the file of the task's robot config (None for a task without one)."""
     # Registered when a config is loaded, not at import: storing the same node again is a no-op.
     ConfigStore.instance().store(name=SCHEMA_NAME, node=EnvCfg)
     robot_file = None
