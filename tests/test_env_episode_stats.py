@@ -39,9 +39,7 @@ def _stats_after_two_steps() -> EpisodeStats:
     no = torch.zeros(3, dtype=torch.bool)
     # step 1: rows 0 (time-out) and 1 (fell) end; row 2 goes non-finite and its action too
     ended = torch.tensor([True, True, False])
-    stats.accumulate(
-        ended, flags[:, 1], flags[:, 0], sums, length, flags, torch.tensor([False, False, True]), no, ~no
-    )
+    stats.accumulate(ended, flags[:, 1], flags[:, 0], sums, length, flags, torch.tensor([False, False, True]), no, ~no)
     error.add_(0.5)
     # step 2: row 2 ends by the fall term; one row diverged, one reset deferred
     flags2 = torch.tensor([[False, False], [False, False], [False, True]])
@@ -80,6 +78,9 @@ def test_summary_is_one_copy_to_the_host_and_matches_hand_computed_means() -> No
     device_means = stats.means()
     assert all(v.ndim == 0 and v.dtype == torch.float32 for v in device_means.values())
     assert list(device_means) == list(expected)
+    stats.clear()  # the means are copies: clearing the totals leaves them as they were
+    assert float(device_means["episode/count"]) == 3.0 and float(device_means["motion/entropy"]) == 0.75
+    assert float(device_means["env/deferred_resets"]) == 1.0
 
 
 def test_accumulators_are_named_and_clear_keeps_the_published_extras() -> None:

@@ -87,7 +87,7 @@ class RslRlVecEnv(VecEnv):
         extras: dict = {"time_outs": result.truncated.clone()}
         self._steps += 1
         if self.episode_log_interval is not None and self._steps % self.episode_log_interval == 0:
-            extras["log"] = episode_means(self.env)
+            extras["log"] = self.env.stats.means()  # 0-d device tensors, no host sync
             self.env.stats.clear()
         dones = result.terminated | result.truncated | ~result.valid
         return self._obs, result.reward.clone(), dones, extras
@@ -98,22 +98,3 @@ class RslRlVecEnv(VecEnv):
 
     def _copy(self, groups: dict[str, torch.Tensor]) -> TensorDict:
         return TensorDict({k: v.clone() for k, v in groups.items()}, batch_size=[self.num_envs], device=self.device)
-
-
-def episode_means(env: ManagerBasedRlEnv) -> dict[str, torch.Tensor]:
-    """``env.stats`` as per-episode means, 0-d device tensors (no host sync); the same keys as
-    ``EpisodeStats.summary``. With no ended episode the means read 0 and ``episode/count`` 0."""
-    s = env.stats
-    count = s.episodes.clamp(min=1.0)
-    out = {
-        "episode/count": s.episodes.clone(),
-        "episode/return": s.return_sum / count,
-        "episode/length": s.length_sum / count,
-        "episode/terminated_rate": s.terminated / count,
-        "episode/time_out_rate": s.truncated / count,
-    }
-    for i, name in enumerate(s.reward_terms):
-        out[f"reward/{name}"] = s.reward_term_sums[i] / count
-    for i, name in enumerate(s.termination_terms):
-        out[f"termination/{name}"] = s.termination_term_counts[i] / count
-    return out

@@ -127,27 +127,32 @@ class EpisodeStats:
             value.zero_()
 
     def means(self, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
-        """Every key of :meth:`summary` as a 0-d device tensor of ``dtype``, without a host sync.
-        With no ended episode the per-episode means read 0 (and ``episode/count`` 0)."""
-        count = self.episodes.to(dtype).clamp(min=1.0)
-        steps = self.steps.to(dtype).clamp(min=1.0)
+        """Every key of :meth:`summary` as a new 0-d device tensor of ``dtype`` (a copy: ``clear()``
+        leaves it alone), without a host sync. With no ended episode the per-episode means read 0
+        (and ``episode/count`` 0)."""
+
+        def value(t: torch.Tensor) -> torch.Tensor:
+            return t.to(dtype, copy=True)
+
+        count = value(self.episodes).clamp(min=1.0)
+        steps = value(self.steps).clamp(min=1.0)
         out = {
-            "episode/count": self.episodes.to(dtype),
-            "episode/return": self.return_sum.to(dtype) / count,
-            "episode/length": self.length_sum.to(dtype) / count,
-            "episode/terminated_rate": self.terminated.to(dtype) / count,
-            "episode/time_out_rate": self.truncated.to(dtype) / count,
-            "episode/non_finite_states": self.non_finite_states.to(dtype),
-            "episode/diverged_states": self.diverged_states.to(dtype),
-            "env/non_finite_actions": self.non_finite_actions.to(dtype),
-            "env/deferred_resets": self.deferred_resets.to(dtype),
+            "episode/count": value(self.episodes),
+            "episode/return": value(self.return_sum) / count,
+            "episode/length": value(self.length_sum) / count,
+            "episode/terminated_rate": value(self.terminated) / count,
+            "episode/time_out_rate": value(self.truncated) / count,
+            "episode/non_finite_states": value(self.non_finite_states),
+            "episode/diverged_states": value(self.diverged_states),
+            "env/non_finite_actions": value(self.non_finite_actions),
+            "env/deferred_resets": value(self.deferred_resets),
         }
-        reward = self.reward_term_sums.to(dtype) / count
+        reward = value(self.reward_term_sums) / count
         out.update({f"reward/{name}": reward[i] for i, name in enumerate(self.reward_terms)})
-        ends = self.termination_term_counts.to(dtype) / count
+        ends = value(self.termination_term_counts) / count
         out.update({f"termination/{name}": ends[i] for i, name in enumerate(self.termination_terms)})
-        out.update({name: value.to(dtype) for name, value in self.extras.items()})
-        out.update({name: value.to(dtype) / steps for name, value in self.step_sums.items()})
+        out.update({name: value(extra) for name, extra in self.extras.items()})
+        out.update({name: value(total) / steps for name, total in self.step_sums.items()})
         return out
 
     def summary(self) -> dict[str, float]:
