@@ -29,7 +29,10 @@ import unilab_gpu as ug
 @dataclass
 class Settings:
     """The budget of the library SAC's pendulum check (tests/test_rl_learning.py): 1500 iterations of
-    8 envs, two updates each, on one CPU core."""
+    8 envs, two updates each, on one CPU core. The library's SAC (distributional critics) solves the
+    swing-up with it; this file's plain MSE critics do not yet: measured, seed 0, an episode return
+    of -1156 after 1500 iterations (a random policy scores about -1181). Train longer or with more
+    updates per iteration to see it learn."""
 
     task: str = "pendulum"
     num_envs: int = 8
