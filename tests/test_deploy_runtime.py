@@ -281,6 +281,35 @@ def test_canonical_clips_load_and_play_by_time(cases, tmp_path) -> None:
         ReferenceMotion.load(clip60).for_robot(clip.joint_names, [], 50.0, "c60.npz")
 
 
+def test_a_clip_of_wrong_shapes_is_one_line(tmp_path) -> None:
+    """Arrays whose shapes disagree with the clip's names were a numpy broadcast error at the first
+    step; now loading names the array, its shape and the expected one."""
+    from unilab_gpu.motion import RobotKinematics, synthesize_clip
+
+    clip = synthesize_clip(0.5, 3, fps=50.0, kinematics=RobotKinematics.from_robot("g1"))
+    arrays = {
+        name: getattr(clip, name)
+        for name in (
+            "joint_pos",
+            "joint_vel",
+            "root_pos",
+            "root_quat",
+            "root_lin_vel",
+            "root_ang_vel",
+            "body_pos_w",
+            "body_quat_w",
+        )
+    }
+    ReferenceMotion(clip.fps, clip.joint_names, clip.body_names, **arrays)
+    arrays["body_quat_w"] = arrays["body_quat_w"][:, :-1]
+    frames, bodies = len(clip.joint_pos), len(clip.body_names)
+    with pytest.raises(
+        DeploymentError,
+        match=re.escape(f"'body_quat_w' has shape ({frames}, {bodies - 1}, 4), expected (T, {bodies}, 4)"),
+    ):
+        ReferenceMotion(clip.fps, clip.joint_names, clip.body_names, **arrays)
+
+
 def test_cli_reports_and_writes_atomically(cases, tmp_path, capsys) -> None:
     out = tmp_path / "report.json"
     assert sim2sim_main([str(cases["g1_tracking_play"].path), "--seconds", "1.5", "--out", str(out)]) == 0
@@ -444,6 +473,10 @@ BAD_METADATA = {
         "'physics_dt' must be a finite number > 0, got '0.005' (a string)",
     ),
     "short list": (_set("stiffness", [1.0] * 28), "'stiffness' has 28 entries, expected 29 (one per action)"),
+    "term without clip": (
+        lambda m: (m["observation_terms"][0].pop("clip"), m)[1],
+        "'observation_terms[0].clip' is missing (null or [low, high])",
+    ),
     "version string": (
         _set("metadata_version", "3"),
         "'metadata_version' must be an integer such as 3, got '3' (a string)",

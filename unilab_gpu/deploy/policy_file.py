@@ -159,7 +159,9 @@ def check_metadata(meta: dict[str, Any], source: str | os.PathLike) -> None:
                 check.fail(f"{key}.{field}", f"an integer >= {low}", term.get(field))
         if not _finite(term.get("scale")):
             check.fail(f"{key}.scale", "a finite number", term.get("scale"))
-        clip = term.get("clip")
+        if "clip" not in term:
+            raise DeploymentError(f"{check.source}: metadata '{key}.clip' is missing (null or [low, high])")
+        clip = term["clip"]
         if clip is not None and not (
             isinstance(clip, list) and len(clip) == 2 and all(map(_finite, clip)) and clip[0] < clip[1]
         ):

@@ -49,6 +49,26 @@ class ReferenceMotion:
         for name in FIELDS:
             setattr(self, name, np.asarray(arrays[name], dtype=np.float64))
         self.num_frames = len(self.joint_pos)
+        joints, bodies = len(self.joint_names), len(self.body_names)
+        expected = {
+            "joint_pos": (joints,),
+            "joint_vel": (joints,),
+            "root_pos": (3,),
+            "root_quat": (4,),
+            "root_lin_vel": (3,),
+            "root_ang_vel": (3,),
+            "body_pos_w": (bodies, 3),
+            "body_quat_w": (bodies, 4),
+        }
+        # Checked here so that a malformed clip is one line, not a broadcast error in the first step.
+        for name, tail in expected.items():
+            shape = getattr(self, name).shape
+            if shape != (self.num_frames, *tail):
+                want = ", ".join(("T", *map(str, tail)))
+                raise DeploymentError(
+                    f"reference motion: '{name}' has shape {shape}, expected ({want}) with T = {self.num_frames} "
+                    f"frames, {joints} joint_names and {bodies} body_names"
+                )
 
     joint_pos: np.ndarray
     joint_vel: np.ndarray
