@@ -102,8 +102,8 @@ def build_clip(
         body_quat = unit_quat("body_quat_w", source.body_quat_w[:, bodies], body_names=kinematics.body_names)
         body_lin_vel, body_ang_vel = _take(source.body_lin_vel_w, bodies), _take(source.body_ang_vel_w, bodies)
         still = np.zeros_like(root_pos), np.zeros_like(root_pos), np.zeros_like(joint_pos)
-        fk_pos = kinematics.body_states(root_pos, root_quat, joint_pos, *still).pos
-        check_bodies_follow_joints(body_pos, fk_pos, kinematics.body_names)
+        # Compared at the source rate, after check_plausible below: an absurd value gets its own message.
+        source_body_pos, fk_pos = body_pos, kinematics.body_states(root_pos, root_quat, joint_pos, *still).pos
 
     if fps is not None and fps != source.fps:
         grid = ResampleGrid.between(source.num_frames, source.fps, fps)
@@ -142,6 +142,8 @@ def build_clip(
         body_ang_vel_w=body_ang_vel,
     )
     check_plausible(clip.arrays(), clip.joint_names, clip.body_names, kinematics.joint_range)
+    if bodies is not None:
+        check_bodies_follow_joints(source_body_pos, fk_pos, kinematics.body_names)
     return clip
 
 
