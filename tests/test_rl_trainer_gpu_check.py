@@ -84,8 +84,6 @@ def test_a_cut_run_keeps_the_logging_points_it_reached(tmp_path, monkeypatch):
         "2",
         "--out",
         str(out),
-        "--",
-        *tiny,
     ]
     with pytest.raises(SystemExit) as stopped:
         script.main([*args, "--", *tiny])

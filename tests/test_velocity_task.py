@@ -495,5 +495,5 @@ def test_bad_pose_weights_name_the_joint() -> None:
             "g1_velocity",
             num_envs=1,
             compile=False,
-            overrides=["+rewards.pose.params.weights.left_hip_pitch_joint=2.0"],
+            overrides=["+robot.pose_weights.left_hip_pitch_joint=2.0"],  # the G1's weights live in its robot config
         )
