@@ -284,22 +284,11 @@ def test_canonical_clips_load_and_play_by_time(cases, tmp_path) -> None:
 def test_a_clip_of_wrong_shapes_is_one_line(tmp_path) -> None:
     """Arrays whose shapes disagree with the clip's names were a numpy broadcast error at the first
     step; now loading names the array, its shape and the expected one."""
+    from unilab_gpu.deploy.reference import FIELDS
     from unilab_gpu.motion import RobotKinematics, synthesize_clip
 
     clip = synthesize_clip(0.5, 3, fps=50.0, kinematics=RobotKinematics.from_robot("g1"))
-    arrays = {
-        name: getattr(clip, name)
-        for name in (
-            "joint_pos",
-            "joint_vel",
-            "root_pos",
-            "root_quat",
-            "root_lin_vel",
-            "root_ang_vel",
-            "body_pos_w",
-            "body_quat_w",
-        )
-    }
+    arrays = {name: getattr(clip, name) for name in FIELDS}
     ReferenceMotion(clip.fps, clip.joint_names, clip.body_names, **arrays)
     arrays["body_quat_w"] = arrays["body_quat_w"][:, :-1]
     frames, bodies = len(clip.joint_pos), len(clip.body_names)
