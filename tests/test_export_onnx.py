@@ -5,6 +5,7 @@ file and ``unilab-play --onnx`` rolls it out."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -33,6 +34,7 @@ from unilab_gpu.rl.sac import (
 )
 
 TINY_FLASHSAC = TINY_FLASHSAC_OVERRIDES
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +68,7 @@ def test_g1_sac_export_matches_torch_and_the_model(tmp_path) -> None:
 
     meta = read_metadata(path)
     assert meta == deployment_metadata(env, "g1_tracking", "sac", [])  # round trip through the file
+    assert str(ROOT).encode() not in path.read_bytes()  # the exporter's stack traces name source files
     model = mujoco.MjModel.from_xml_path(str(robot_asset("g1")))
     names = [model.joint(int(model.actuator_trnid[a, 0])).name for a in range(model.nu)]
     assert meta["joint_names"] == names and len(names) == 29 == meta["action_dim"]
@@ -166,3 +169,10 @@ def test_export_onnx_flag_must_be_a_boolean(tmp_path, capsys) -> None:
     assert train_main(["task=pendulum", "export_onnx=maybe", f"run_root={tmp_path}"]) == 2
     assert "'export_onnx' must be true or false, got 'maybe'" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # refused before a run folder was made
+
+
+@pytest.mark.parametrize("policy", sorted((ROOT / "docs" / "policies").glob("*.onnx")), ids=lambda p: p.name)
+def test_committed_policies_name_no_machine_path(policy) -> None:
+    # A shipped policy must not carry the exporting machine's paths (stack traces, motion files).
+    data = policy.read_bytes()
+    assert not re.search(rb"/(work|tmp|home|root|Users)/", data), policy.name

@@ -25,6 +25,8 @@ from unilab_gpu.rl.checkpoint import write_atomic
 
 INPUT_NAME, OUTPUT_NAME = "obs", "actions"
 POLICY_FILE = "policy.onnx"
+STACK_TRACE_KEY = "pkg.torch.onnx.stack_trace"
+"""Node metadata key under which torch's exporter stores the Python stack (absolute paths)."""
 """Default file name, inside the run folder."""
 
 
@@ -54,9 +56,21 @@ def write_onnx(policy: nn.Module, observation_dim: int, metadata: dict[str, Any]
     finally:
         registry_log.setLevel(level)
     model = program.model_proto
+    drop_stack_traces(model)
     onnx.helper.set_model_props(model, {key: json.dumps(value) for key, value in metadata.items()})
     onnx.checker.check_model(model)
     return write_atomic(path, lambda file: file.write(model.SerializeToString()))
+
+
+def drop_stack_traces(model: Any) -> None:
+    """Remove the exporter's per-node Python stack traces from ``model`` (an ``onnx.ModelProto``).
+
+    They name source files by the exporting machine's absolute paths, which a committed or shipped
+    policy must not carry; the graph itself is unchanged."""
+    for node in [*model.graph.node, *(n for function in model.functions for n in function.node)]:
+        kept = [prop for prop in node.metadata_props if prop.key != STACK_TRACE_KEY]
+        del node.metadata_props[:]
+        node.metadata_props.extend(kept)
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
