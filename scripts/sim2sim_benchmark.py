@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -58,7 +59,7 @@ def training_env(policy: Path, meta: dict, seconds: float, command: list[float] 
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("policy", type=Path)
     parser.add_argument("--out", required=True, type=Path)
@@ -68,7 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frame", type=Path, default=None, help="also write a PNG frame of the MuJoCo C run")
     parser.add_argument("--frame-seconds", type=float, default=4.0)
     parser.add_argument("--force", action="store_true")
-    args = parser.parse_args(argv)
+    # argparse takes a value starting with "-" for an option unless it looks like one negative
+    # number; a backward command "-0.3,0,0" is a comma list, so widen that rule to such lists.
+    parser._negative_number_matcher = re.compile(r"^-\d*\.?\d+(,-?\d*\.?\d+)*$")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     for option, path in (("--out", args.out), ("--frame", args.frame)):
         if path is not None:
             check_output(path, option, force=args.force, inputs=[args.policy], example=f"out{path.suffix}")

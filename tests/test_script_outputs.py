@@ -136,3 +136,12 @@ def test_bench_distributed_checks_its_report_before_launching(tmp_path, monkeypa
     with pytest.raises(SystemExit, match=rf"^bench_distributed: error: --out: {out} exists; pass --force"):
         bench.main()
     assert out.read_text() == "kept"
+
+
+def test_sim2sim_benchmark_reads_backward_commands_as_values():
+    # "-0.3,0,0" is a command, not an unknown option (argparse's own rule knows single numbers only).
+    script = load_script("sim2sim_benchmark")
+    args = script.parse_args(["p.onnx", "--out", "o.json", "--commands", "0.5,0,0", "-0.3,0,0", "0,-0.3,-.8"])
+    assert args.commands == ["0.5,0,0", "-0.3,0,0", "0,-0.3,-.8"]
+    with pytest.raises(SystemExit):  # a real unknown option is still refused
+        script.parse_args(["p.onnx", "--out", "o.json", "--comands", "0.5,0,0"])
