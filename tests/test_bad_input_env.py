@@ -45,7 +45,7 @@ def _tracking_action_bounds(m: mujoco.MjModel, about_reference: bool) -> tuple[n
     return np.array(low), np.array(high)
 
 
-BEYONDMIMIC_ACTIONS = ["actions.reference_command=null"]
+BEYONDMIMIC_ACTIONS = ["actions.params.reference_command=null"]
 """BeyondMimic's actions about the default pose (what a PPO preset sets) instead of the task's
 residuals about the reference."""
 
@@ -125,7 +125,7 @@ def test_health_counts_reach_summary_with_deferred_resets():
 
 def test_unbounded_action_dimensions_are_refused():
     with pytest.raises(ValueError, match=r"actuators \['torque'\] have no joint limit or ctrlrange.*actions.clip"):
-        _pendulum(overrides=["actions.kind=joint_position", "actions.clip=null"])
+        _pendulum(overrides=["actions.func=unilab_gpu.envs.mdp.actions.JointPositionAction", "actions.clip=null"])
 
 
 # -- case 4: actions that require grad --
@@ -183,7 +183,7 @@ def test_numpy_actions_are_refused_with_the_type():
         ("decimation=0", "'decimation' must be >= 1, got 0"),
         ("reset_capacity=-1", "'reset_capacity' must be >= 0 (0: automatic), got -1"),
         ("divergence.max_qvel=0", "'divergence.max_qvel' must be a finite number > 0, got 0"),
-        ("actions.scale=0", "'actions.scale' must be a finite non-zero number, got 0"),
+        ("+actions.params.scale=inf", "'actions.params.scale' must be a finite number, got inf"),
         (
             "events.random_start.params.position_range=[1.0,-1.0]",
             "'events.random_start.params.position_range' must be [low, high] of finite numbers with low <= high",

@@ -133,14 +133,14 @@ def test_a_presets_task_overrides_lead_the_runs_env_overrides():
     from unilab_gpu.envs.make_env import make_env
     from unilab_gpu.training.config import compose_train_config
 
-    cfg = compose_train_config(["algo=ppo", "task=g1_tracking", "env.overrides=['actions.effort_scale=0.5']"])
-    assert list(cfg.env.overrides) == ["actions.reference_command=null", "actions.effort_scale=0.5"]
+    cfg = compose_train_config(["algo=ppo", "task=g1_tracking", "env.overrides=['actions.params.effort_scale=0.5']"])
+    assert list(cfg.env.overrides) == ["actions.params.reference_command=null", "actions.params.effort_scale=0.5"]
     assert "task_overrides" not in cfg.algo
     assert list(compose_train_config(["algo=ppo", "task=pendulum"]).env.overrides) == []
     assert list(compose_train_config(["algo=sac", "task=g1_tracking"]).env.overrides) == []
     env = make_env("g1_tracking", num_envs=2, compile=False, announce=False, overrides=list(cfg.env.overrides))
-    assert env.cfg.actions.reference_command is None and env.cfg.actions.effort_scale == 0.5
-    assert env.action_manager.reference_cols is None  # targets about the default pose
+    assert env.cfg.actions.params["reference_command"] is None and env.cfg.actions.params["effort_scale"] == 0.5
+    assert env.action_manager.term.reference_cols is None  # targets about the default pose
 
 
 def test_a_preset_schedule_of_zero_decays_over_the_whole_run():

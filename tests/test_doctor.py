@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from unilab_gpu.cli.doctor import INTERRUPTED_STATUS, main
+from unilab_gpu.cli.doctor import main
 from unilab_gpu.doctor import checks as doctor_checks
 from unilab_gpu.doctor import report as report_module
 from unilab_gpu.doctor.checks import CUDA_CHECKS, Check, check_task_step, compare_rollouts, run_checks
@@ -16,6 +16,7 @@ from unilab_gpu.doctor.report import DoctorReport
 from unilab_gpu.profiling.solver_ab import SPLIT_THRESHOLD, solver_early_exit_ab, split_capture_worth_it
 from unilab_gpu.sim.capture import CaptureAbortedError
 from unilab_gpu.sim.device import resolve_device
+from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
 
 
 def test_cpu_run_audits_every_requested_task_and_the_training_loop(tmp_path, capsys) -> None:
@@ -70,7 +71,7 @@ def test_a_cut_run_keeps_the_checks_it_finished_and_names_the_one_it_was_in(tmp_
 
     monkeypatch.setattr(doctor_checks, "check_training_loop", cut)
     out = tmp_path / "doctor.json"
-    assert main(["--device", "cpu", "--out", str(out), "--tasks", "pendulum"]) == INTERRUPTED_STATUS
+    assert main(["--device", "cpu", "--out", str(out), "--tasks", "pendulum"]) == INTERRUPTED_EXIT_CODE
     report = json.loads(out.read_text())
     assert [c["name"] for c in report["checks"]] == ["step audit: pendulum"]
     assert report["checks"][0]["status"] == "pass"

@@ -57,7 +57,8 @@ def test_verbose_construction_prints_the_term_table_that_matches_the_config(verb
     events = _rows(text, "events")
     assert events["random_start"][0] == "reset" and events["kick"][:3] == ["interval", "1-2.5", "s"]
     assert "commands: none" in text.splitlines()
-    assert _rows(text, f"actions ({env.action_dim})")["action"] == ["actuator_ctrl"]
+    func = "unilab_gpu.envs.mdp.actions.ActuatorCtrlAction"
+    assert _rows(text, f"actions ({env.action_dim})")["action"] == ["actuator_ctrl", "[-1,", "1]", func]
 
 
 def test_quiet_construction_prints_the_headline_only(capsys) -> None:

@@ -32,7 +32,7 @@ def test_pendulum_reward_is_gymnasium_cost() -> None:
 
 
 def test_actuator_ctrl_action_is_scaled_and_clipped() -> None:
-    env = _pendulum(["actions.scale=0.5"])
+    env = _pendulum(["+actions.params.scale=0.5"])
     env.reset()
     env.step(torch.tensor([[3.0], [-0.4], [0.2], [-2.0]]))
     # clip to [-1, 1] first, then scale 0.5; the motor's ctrlrange is [-1, 1].
@@ -242,8 +242,8 @@ def test_joint_limit_bounds_reach_the_soft_limits_and_zero_is_the_default_pose()
 
     from unilab_gpu.paths import robot_asset
 
-    overrides = ["events.push=null", "actions.reference_command=null", "actions.effort_scale=null"]
-    overrides.append("actions.bounds=joint_limits")
+    overrides = ["events.push=null", "actions.params.reference_command=null", "actions.params.effort_scale=null"]
+    overrides.append("+actions.params.bounds=joint_limits")
     env = make_env("g1_tracking", num_envs=3, compile=False, announce=False, overrides=overrides)
     model = mujoco.MjModel.from_xml_path(str(robot_asset("g1")))
     joints = model.actuator_trnid[:, 0]
@@ -290,10 +290,11 @@ def test_residual_actions_offset_the_reference_by_a_quarter_effort_over_kp():
 
 
 def test_bounds_are_checked_by_name():
-    with pytest.raises(ValueError, match="actions.bounds must be 'joint_limits' or null, got 'tanh'"):
-        make_env("g1_tracking", num_envs=2, compile=False, overrides=["actions.bounds=tanh"])
-    with pytest.raises(ValueError, match="applies to kind 'joint_position' only"):
-        make_env("pendulum", num_envs=2, compile=False, overrides=["+actions.bounds=joint_limits"])
+    no_reference = ["actions.params.reference_command=null"]
+    with pytest.raises(ValueError, match="actions.params.bounds: must be 'joint_limits' or null, got 'tanh'"):
+        make_env("g1_tracking", num_envs=2, compile=False, overrides=[*no_reference, "+actions.params.bounds=tanh"])
+    with pytest.raises(ValueError, match="actions.params: unexpected keyword 'bounds': .*ActuatorCtrlAction"):
+        make_env("pendulum", num_envs=2, compile=False, overrides=["+actions.params.bounds=joint_limits"])
 
 
 @pytest.mark.parametrize(

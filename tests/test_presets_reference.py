@@ -122,7 +122,7 @@ def test_sac_reference_entropy_target_is_holosomas_in_joint_space():
 
     overrides = list(compose_train_config(["algo=sac_reference", "task=g1_tracking"]).env.overrides)
     env = make_env("g1_tracking", num_envs=1, compile=False, announce=False, overrides=overrides)
-    actions = env.action_manager
+    actions = env.action_manager.term
     # The map is piecewise (scale above the default pose, scale_negative below): average both.
     mean_log_scale = 0.5 * (actions.scale.log().mean() + actions.scale_negative.log().mean()).item()
     assert load("sac_reference.yaml").target_entropy_ratio == pytest.approx(0.5 + mean_log_scale, abs=0.005)

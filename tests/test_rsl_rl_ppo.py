@@ -199,7 +199,7 @@ def test_ppo_presets_match_the_config_and_bad_keys_are_named() -> None:
     folder = Path(__file__).resolve().parents[1] / "configs" / "algo"
     tracking = yaml.safe_load((folder / "ppo.yaml").read_text())
     # Task settings the preset brings (unilab-train moves them into env.overrides).
-    assert tracking.pop("task_overrides")["g1_tracking"] == ["actions.reference_command=null"]
+    assert tracking.pop("task_overrides")["g1_tracking"] == ["actions.params.reference_command=null"]
     velocity = yaml.safe_load((folder / "ppo_velocity.yaml").read_text())
     assert set(tracking) == set(velocity) == {f.name for f in dataclasses.fields(PpoConfig)}
     assert config_from_dict(PpoConfig, tracking) == PpoConfig()

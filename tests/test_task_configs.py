@@ -4,7 +4,10 @@
 commit 36caf7a, when every G1 task still wrote the G1's names itself. The G1 tasks are now a
 robot-agnostic base task plus ``configs/robot/g1.yaml``; they must resolve to the same config,
 key for key and in the same order (the order of terms is the order of the observation layout).
-The only key they gain is ``robot``, the robot config itself.
+The only key they gain is ``robot``, the robot config itself. When actions became terms (issue 35)
+the snapshots' ``actions`` sections alone were rewritten mechanically into the term form
+(``kind`` -> ``func``; ``actuator_names`` and every other non-default key -> ``params``; ``clip``
+kept), every other key untouched.
 """
 
 from __future__ import annotations

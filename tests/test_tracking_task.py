@@ -253,11 +253,11 @@ def test_fixed_starts_start_every_row_at_its_frame() -> None:
 
 
 def test_residual_actions_need_a_command_with_reference_joints() -> None:
-    with pytest.raises(KeyError, match="actions.reference_command: no command term 'dance'"):
-        make_env("g1_tracking", num_envs=1, compile=False, overrides=QUIET + ["actions.reference_command=dance"])
-    with pytest.raises(ValueError, match="reference_command applies to kind 'joint_position' without bounds"):
-        make_env("g1_tracking", num_envs=1, compile=False, overrides=QUIET + ["actions.bounds=joint_limits"])
-    no_reference = ["actions.reference_command=twist"]
+    with pytest.raises(KeyError, match="actions.params.reference_command: no command term 'dance'"):
+        make_env("g1_tracking", num_envs=1, compile=False, overrides=QUIET + ["actions.params.reference_command=dance"])
+    with pytest.raises(ValueError, match="actions.params.bounds: residuals about a reference .* span no fixed range"):
+        make_env("g1_tracking", num_envs=1, compile=False, overrides=QUIET + ["+actions.params.bounds=joint_limits"])
+    no_reference = ["+actions.params.reference_command=twist"]
     with pytest.raises(ValueError, match="has no reference joint positions"):
         make_env("g1_velocity", num_envs=1, compile=False, overrides=no_reference)
 

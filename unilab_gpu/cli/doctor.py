@@ -36,9 +36,7 @@ from unilab_gpu.doctor.report import DoctorReport, table
 from unilab_gpu.envs.make_env import list_tasks
 from unilab_gpu.rl.distributed import DataParallel, launch_from_env, rank_device
 from unilab_gpu.sim.device import VERBOSE_ENV, resolve_device
-
-INTERRUPTED_STATUS = 130
-"""Exit status of a run stopped by ``SIGINT`` or ``SIGTERM`` (its report says which check it was in)."""
+from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
 
 
 def _interrupt(signum: int, frame) -> None:
@@ -82,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = report.interrupt(str(stop) or "SIGINT")
         print(table(report.checks))
         print(f"unilab-doctor: INTERRUPTED ({result['interrupted']}); what was measured is in {out}")
-        return INTERRUPTED_STATUS
+        return INTERRUPTED_EXIT_CODE  # stopped by SIGINT or SIGTERM; the report says in which check
     finally:
         signal.signal(signal.SIGTERM, previous)
     if dp is not None:

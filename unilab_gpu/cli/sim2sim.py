@@ -37,13 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from unilab_gpu.export.sim2sim import sim2sim
+from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
 from unilab_gpu.utils.files import check_output, write_json_atomic
 
 PROGRESS_SECONDS = 10.0
 """Wall-clock seconds between progress lines of a run."""
-
-INTERRUPTED_EXIT_CODE = 130
-"""Exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
 
 
 class _Progress:

@@ -38,11 +38,8 @@ from unilab_gpu.rl.distributed import PEER_FAILURE_EXIT_CODE, DataParallel, Flee
 from unilab_gpu.rl.trainer import Trainer
 from unilab_gpu.training.config import ConfigError, compose_train_config, resolve_auto, resume_config
 from unilab_gpu.training.run import NothingToDo, Run, SaveError, build_run
-from unilab_gpu.training.signals import stop_on_signals
+from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE, stop_on_signals
 from unilab_gpu.viewer.checks import check_port_free, check_viewer_extra
-
-INTERRUPTED_EXIT_CODE = 130
-"""Exit status after Ctrl-C (128 + SIGINT), as shells report an interrupted command."""
 
 
 def check_viewer(cfg: DictConfig) -> None:

@@ -174,6 +174,7 @@ def typed_terms(cfg: EnvCfg) -> EnvCfg:
         typed_group.terms = {t: _typed(ObservationTermCfg, v, f"{where}.terms.{t}") for t, v in terms.items()}
         groups[name] = typed_group
     cfg.observations = groups
+    cfg.actions.func = canonical_func(cfg.actions.func)
     return cfg
 
 
@@ -222,20 +223,9 @@ def check_env_cfg(cfg: EnvCfg, num_envs: int) -> None:
     for key in ("max_qpos", "max_qvel"):
         value = getattr(cfg.divergence, key)
         _require(_finite(value) and value > 0, f"divergence.{key}", "a finite number > 0", value)
-    actions = cfg.actions
-    if actions.clip is not None:
-        _check_range("actions.clip", actions.clip, strict=True)
-    scales = actions.scale.items() if isinstance(actions.scale, dict) else [(None, actions.scale)]
-    for pattern, value in scales:
-        key = "actions.scale" if pattern is None else f"actions.scale.{pattern}"
-        _require(_finite(value) and value != 0, key, "a finite non-zero number", value)
-    if actions.effort_scale is not None:
-        _require(
-            _finite(actions.effort_scale) and actions.effort_scale > 0,
-            "actions.effort_scale",
-            "> 0",
-            actions.effort_scale,
-        )
+    if cfg.actions.clip is not None:
+        _check_range("actions.clip", cfg.actions.clip, strict=True)
+    _check_params("actions.params", cfg.actions.params)
     for name, term in cfg.rewards.items():
         if term is not None:
             _require(_finite(term.weight), f"rewards.{name}.weight", "a finite number", term.weight)

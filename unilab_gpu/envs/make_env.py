@@ -93,8 +93,34 @@ def _explain(task: str, overrides: Sequence[str], error: Exception, robot_file: 
         return f"robot config {robot_file} gives no '{missing[1]}', which the task reads at '{key}'"
     if key and key.startswith("robot.") and robot_file is not None:  # e.g. a mandatory key left out
         return f"robot config {robot_file}: bad key '{key.removeprefix('robot.')}': {message}"
+    if key in LEGACY_ACTION_KEYS and "not in 'ActionCfg'" in message:
+        return _legacy_actions(key)
     where = f" at '{key}'" if key else ""
     return f"bad config{where}: {message}{_override_hint(task, overrides, key, message)}"
+
+
+LEGACY_ACTION_KEYS = {
+    f"actions.{name}"
+    for name in ("kind", "actuator_names", "scale", "effort_scale", "bounds", "soft_limit_ratio", "reference_command")
+}
+"""Keys of the action config before actions became terms (issue 35); a run folder or a user task
+written then still has them, and is told the new form rather than migrated silently."""
+
+
+def _legacy_actions(key: str) -> str:
+    """One line naming the action-term form of a legacy ``actions.<key>`` (a task YAML or an override)."""
+    name = key.removeprefix("actions.")
+    new = (
+        "actions.func: unilab_gpu.envs.mdp.actions.JointPositionAction (kind joint_position) or "
+        "unilab_gpu.envs.mdp.actions.ActuatorCtrlAction (kind actuator_ctrl)"
+        if name == "kind"
+        else f"actions.params.{name}"
+    )
+    return (
+        f"'{key}' is the old form of the action config; actions are now a term, "
+        f"actions: {{func: ..., params: {{actuator_names, scale, ...}}, clip: ...}}: write {new} "
+        '(docs/architecture.md, "Actions are terms")'
+    )
 
 
 def _compose(task: str, overrides: Sequence[str]) -> tuple[DictConfig, str | None]:

@@ -4,12 +4,12 @@ The exported network maps the ``policy`` observation group to actions ``a`` (``(
 action_dim)``); the robot turns them into targets as the env does (``ActionManager``)::
 
     a = min(max(a, action_low), action_high)       # per action, as the env bounds it
-    scale = action_scale if a >= 0 else action_scale_negative   # equal unless bounds: joint_limits
+    scale = action_scale if a >= 0 else action_scale_negative   # equal unless params.bounds: joint_limits
     target = action_offset + scale * a             # joint_position: offsets are default_joint_pos
     target = min(max(target, action_bounds[:, 0]), action_bounds[:, 1])
 
 When ``action_offset_observation_columns`` is set (actions are residuals about a motion
-reference, ``actions.reference_command``), the offset is read from the observation instead:
+reference, ``actions.params.reference_command``), the offset is read from the observation instead:
 ``action_offset = obs[action_offset_observation_columns]``, the reference joint positions the
 policy observes (raw, before any normalisation), one column per action.
 
@@ -47,7 +47,8 @@ def deployment_metadata(
     ``env_overrides``) for a policy reading observation ``group``."""
     m = env.sim.mj_model
     actions = env.action_manager
-    actuators = actions.ctrl_cols.tolist()
+    action_term = actions.term
+    actuators = action_term.ctrl_cols.tolist()
     joint_names = [env.sim.joint_names[int(m.actuator_trnid[a, 0])] for a in actuators]
     joint_cols = env.robot.joint_columns(joint_names)
     stiffness, damping, effort = [], [], []
@@ -95,17 +96,17 @@ def deployment_metadata(
         "observed_joint_names": list(env.robot.joint_names),
         "observed_default_joint_pos": env.robot.default_joint_pos.tolist(),
         "action_dim": env.action_dim,
-        "action_kind": env.cfg.actions.kind,
+        "action_kind": action_term.kind,
         "joint_names": joint_names,
         "actuator_names": [env.sim.actuator_names[a] for a in actuators],
         "default_joint_pos": env.robot.default_joint_pos[joint_cols].tolist(),
-        "action_scale": actions.scale.tolist(),
-        "action_scale_negative": actions.scale_negative.tolist(),
-        "action_offset": actions.offset.tolist(),
+        "action_scale": action_term.scale.tolist(),
+        "action_scale_negative": action_term.scale_negative.tolist(),
+        "action_offset": action_term.offset.tolist(),
         "action_offset_observation_columns": _reference_columns(env, obs_group, terms),
         "action_low": actions.action_low.tolist(),
         "action_high": actions.action_high.tolist(),
-        "action_bounds": [[_finite(lo), _finite(hi)] for lo, hi in actions.limits.tolist()],
+        "action_bounds": [[_finite(lo), _finite(hi)] for lo, hi in action_term.limits.tolist()],
         "stiffness": stiffness,
         "damping": damping,
         "effort_limit": effort,
@@ -135,17 +136,17 @@ def _reference_columns(env: ManagerBasedRlEnv, group, terms: list[dict[str, Any]
       ValueError: the actions follow a reference that the observation group does not carry raw
         (unscaled, unclipped, noise-free, without history): a robot could not rebuild the targets.
     """
-    actions = env.action_manager
-    if actions.reference_cols is None:
+    action_term = env.action_manager.term
+    if action_term.reference_cols is None:
         return None
-    command = env.cfg.actions.reference_command
+    command = action_term.reference_command
     reference_term = resolve_callable(REFERENCE_OBSERVATION, "export")
     for term, cfg, layout in zip(terms, group.cfgs, group.layouts, strict=True):
         same_command = cfg.params.get("command_name", "motion") == command
         raw = cfg.scale == 1.0 and cfg.clip is None and cfg.noise is None and layout.history == 1
         where = f"observations.{group.name}.terms.{term['name']}.func"
         if resolve_callable(cfg.func, where) is reference_term and same_command and raw:
-            return [term["start"] + int(c) for c in actions.reference_cols.tolist()]
+            return [term["start"] + int(c) for c in action_term.reference_cols.tolist()]
     raise ValueError(
         f"export: actions are residuals about command '{command}', but observation group '{group.name}' has no raw "
         f"{REFERENCE_OBSERVATION} term of it (no scale, clip, noise or history) to read the reference from"

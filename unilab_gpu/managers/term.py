@@ -28,6 +28,7 @@ NAME_PARAMS: dict[str, tuple[str, Callable[[EnvView, list[str]], list[int]]]] = 
     "site_names": ("site_ids", lambda env, v: env.sim.site_ids(v)),
     "geom_names": ("geom_ids", lambda env, v: env.sim.geom_ids(v)),
     "sensor_names": ("sensor_cols", lambda env, v: _sensor_columns(env, v)),
+    "actuator_names": ("actuator_ids", lambda env, v: env.sim.actuator_ids(v)),
 }
 """YAML parameter -> (the term's parameter, its resolver): a term configured with
 ``params.body_names`` is called with ``body_ids``, an int64 index tensor (see ``term_cfg``)."""
@@ -118,13 +119,13 @@ class Term:
         """The object of a class term (its state, ``reset``, a command's ``update``); None for a
         function term, which keeps no state."""
         if inspect.isclass(target):
-            _check_params(target, cfg.func, params, (), f"{where}.params")
+            check_params(target, cfg.func, params, (), f"{where}.params")
             self.instance = target(env, **params)
             self._fn: Callable[..., Any] = self.instance
             self._params: dict[str, Any] = {}
             self._reset = getattr(self.instance, "reset", None)
         else:
-            _check_params(target, cfg.func, params, call_args, f"{where}.params")
+            check_params(target, cfg.func, params, call_args, f"{where}.params")
             self._fn = target
             self._params = params
             self._reset = None
@@ -151,7 +152,7 @@ def resolve_params(params: dict[str, Any], env: EnvView, where: str) -> dict[str
     return params
 
 
-def _check_params(fn: Callable, path: str, params: dict[str, Any], call_args: tuple[str, ...], where: str) -> None:
+def check_params(fn: Callable, path: str, params: dict[str, Any], call_args: tuple[str, ...], where: str) -> None:
     """Check ``params`` (resolved) against ``fn(env, *call_args, **params)``; errors name the YAML
     keys the user writes (``body_names``, not the ``body_ids`` it becomes) and how to fix them.
 

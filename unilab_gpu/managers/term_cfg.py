@@ -16,6 +16,7 @@ the hot path never sees a string; the term function takes the resolved name
 | ``site_names`` | ``site_ids`` | MuJoCo site ids |
 | ``geom_names`` | ``geom_ids`` | MuJoCo geom ids |
 | ``sensor_names`` | ``sensor_cols`` | columns of ``sensordata`` |
+| ``actuator_names`` | ``actuator_ids`` | MuJoCo actuator ids (= columns of ``ctrl``) |
 
 all int64 tensors on the env's device. Entries are names or full-match regular expressions;
 unknown ones fail with the closest matches. A missing or unexpected parameter fails naming the
@@ -99,27 +100,10 @@ class CommandTermCfg(TermCfg):
 
 
 @dataclass
-class ActionCfg:
-    kind: str = "joint_position"
-    """``joint_position``: ctrl = default joint pos + scale * action (position actuators);
-    ``actuator_ctrl``: ctrl = scale * action (motors)."""
-    actuator_names: list[str] = field(default_factory=lambda: [".*"])
-    scale: Any = 1.0
-    """A float, or a mapping from actuator-name regex to float."""
+class ActionCfg(TermCfg):
+    """The action term: ``func`` names an ``ActionTerm`` class (``unilab_gpu.envs.mdp.actions.
+    JointPositionAction``, ``ActuatorCtrlAction``), ``params`` its keyword arguments
+    (``actuator_names``, ``scale``, ...)."""
+
     clip: list[float] | None = None
-    """``[low, high]`` applied to the raw action before scaling."""
-    effort_scale: float | None = None
-    """``joint_position`` only: per-joint scale = ``effort_scale * effort_limit / kp`` (BeyondMimic
-    uses 0.25: a unit action asks for a quarter of the joint's torque); replaces ``scale``."""
-    bounds: str | None = None
-    """``joint_limits`` (``joint_position`` only): actions in ``[-1, 1]`` span each joint's soft
-    range, piecewise linearly about the default pose: -1 the soft lower limit, 0 the default pose,
-    +1 the soft upper limit. For tanh-bounded policies (SAC, FlashSAC), whose ``[-1, 1]`` must
-    reach every pose a motion needs; replaces ``scale``/``effort_scale``."""
-    soft_limit_ratio: float = 0.9
-    """With ``bounds: joint_limits``, the share of each joint range the actions span."""
-    reference_command: str | None = None
-    """``joint_position`` only: the name of a command term with reference joint positions
-    ``joint_pos (num_envs, J)`` (a motion command); targets are then ``reference + scale * action``
-    (residuals about the reference pose the policy observes) instead of offsets from the default
-    pose. Not with ``bounds``."""
+    """``[low, high]`` applied to the raw action before the term maps it (the manager's, for any term)."""

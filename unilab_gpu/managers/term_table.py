@@ -1,8 +1,9 @@
 """The term table: every manager's terms in aligned text columns, for ``env.describe()``.
 
 One section per manager in build order: the name of each term, what the step does with it
-(observation widths, history, noise, clip and scale; reward weights; termination kinds; event
-modes) and the ``func`` it calls, so a run's log says exactly which terms it trained on.
+(the action term's kind and clip; observation widths, history, noise, clip and scale; reward
+weights; termination kinds; event modes) and the ``func`` it calls, so a run's log says exactly
+which terms it trained on.
 """
 
 from __future__ import annotations
@@ -30,7 +31,11 @@ def term_table(
 ) -> str:
     """The managers' terms as text, one aligned table per manager (cold path: reads config only)."""
     sections = [
-        _table(f"actions ({actions.action_dim})", ["term", "kind"], [["action", actions.kind]]),
+        _table(
+            f"actions ({actions.action_dim})",
+            ["term", "kind", "clip", "func"],
+            [["action", actions.term.kind, _range(actions.cfg.clip), actions.cfg.func]],
+        ),
         _table("commands", ["term", "func"], [[name, t.cfg.func] for name, t in commands.terms.items()]),
         _table(
             "terminations",
@@ -55,7 +60,7 @@ def term_table(
                 str(layout.dim),
                 str(layout.history),
                 _noise(cfg.noise) if group.enable_noise else "off",
-                "-" if cfg.clip is None else f"[{cfg.clip[0]:g}, {cfg.clip[1]:g}]",
+                _range(cfg.clip),
                 f"{cfg.scale:g}",
                 cfg.func,
             ]
@@ -71,6 +76,10 @@ def _event_mode(cfg) -> str:
         return cfg.mode
     low, high = cfg.interval_range_s
     return f"interval {low:g}-{high:g} s"
+
+
+def _range(clip: list[float] | None) -> str:
+    return "-" if clip is None else f"[{clip[0]:g}, {clip[1]:g}]"
 
 
 def _noise(noise: NoiseCfg | None) -> str:

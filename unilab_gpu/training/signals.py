@@ -11,6 +11,10 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Ctrl-C, the SIGTERM with which torchrun, a job scheduler or ``kill`` ask a run to end, and the
 SIGHUP of a closed terminal or SSH session: each saves a checkpoint, then exits."""
 
+INTERRUPTED_EXIT_CODE = 130
+"""Exit status of a command stopped by Ctrl-C (128 + SIGINT), as shells report an interrupted
+command: ``unilab-train`` and ``unilab-sim2sim`` exit with it."""
+
 
 @contextmanager
 def stop_on_signals() -> Iterator[list[bool]]:
