@@ -149,3 +149,47 @@ def test_a_velocity_run_is_refused_in_one_line(tmp_path, capsys):
     err = _one_line_error(capsys, [str(run), "--device", "cpu"])
     assert "'g1_velocity' policy, which follows no motion" in err
 
+
+def test_periodic_evaluation_writes_tensorboard_and_the_log(tmp_path, capsys):
+    from rl_agent_helpers import TINY_FLASHSAC_OVERRIDES
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from unilab_gpu.cli.train import main as train_main
+
+    run = tmp_path / "tracking_run"
+    argv = [
+        "env.num_envs=2",
+        "total_env_steps=8",  # 4 iterations: evaluations after iterations 2 and 4
+        "log_every=2",
+        "eval.every=2",
+        "eval.trials=1",
+        "progress=lines",
+        "export_onnx=false",
+        "env.overrides=['commands.motion.params.synthetic_seconds=1.0']",
+        f"run_dir={run}",
+    ]
+    assert train_main([*argv, *TINY_FLASHSAC_OVERRIDES]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("eval at ")]
+    assert [line.split(":")[0] for line in lines] == ["eval at 4 env steps", "eval at 8 env steps"]
+    assert "from frame 0" in lines[0] and "R-MPKPE" in lines[0]
+    events = EventAccumulator(str(run))
+    events.Reload()
+    success = events.Scalars("eval/spread/success_rate")
+    assert [point.step for point in success] == [4, 8] and all(0.0 <= p.value <= 1.0 for p in success)
+    assert "eval/start/mpkpe_m" in events.Tags()["scalars"]
+
+
+def test_periodic_evaluation_of_a_task_without_motion_is_a_config_error(tmp_path, capsys):
+    from unilab_gpu.cli.train import main as train_main
+
+    run = tmp_path / "pendulum_run"
+    assert train_main(["task=pendulum", "eval.every=5", "progress=lines", f"run_dir={run}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "'eval.every' 5" in err and "follows no motion" in err and "\n" not in err
+    assert not run.exists()
+
+
+def test_periodic_evaluation_is_off_on_a_cpu_by_default():
+    from unilab_gpu.training.config import compose_train_config, resolve_auto
+
+    assert resolve_auto(compose_train_config(["device=cpu"])).eval.every == 0
