@@ -24,7 +24,8 @@
 #   5 compile (55): torch.compile tried only now, the compiled step at 4096 envs (skipped without
 #     Triton);
 #   6 train (55): FlashSAC on G1 tracking at 4096 envs, captured step, compiled if block 5 passed;
-#   7 dist_* (only with more than one GPU); 8 learning curves (LEARNING_CURVES=1, a second call).
+#   7 dist_* (only with more than one GPU); 8 learning curves and the tracking policy's full-clip
+#     evaluation (LEARNING_CURVES=1, a second call).
 # At most GPU_CHECK_SECONDS (default 480: 8 minutes) in all, bundle install included. Every block
 # writes its JSON as it goes. A block is cut at its budget or at the deadline, whichever comes
 # first: it gets SIGINT (pytest writes its report, the doctor marks the check it was in) and,
@@ -224,16 +225,22 @@ fi  # SKIP_CHECKS
 # 8. Only with LEARNING_CURVES=1 (a second device call with GPU_CHECK_SECONDS=570: about 9
 #    minutes): the learning curves of issues 10 and 13 at GPU size, G1 tracking (SAC, 4096 envs,
 #    the real clip when ../shared is there) and G1 velocity (SAC, 2048 envs), each against its
-#    untrained policy. Run it alone with SKIP_CHECKS=1 to skip blocks 1-7.
+#    untrained policy, and the trained tracking policy's full-clip evaluation (unilab-eval, 1024
+#    trials from frame 0 and 1024 from spread starts: success rates, MPKPE, R-MPKPE, joint and
+#    end-effector errors). Run it alone with SKIP_CHECKS=1 to skip blocks 1-7.
 if [ "${LEARNING_CURVES:-0}" = 1 ]; then
   clip=()  # the built-in synthetic clip where the shared real one is not on this machine
   "$PY" -c "import sys; sys.path.insert(0, 'scripts'); import learning_curve as lc; assert lc.SHARED_CLIP.is_file()" \
     2>/dev/null || clip=(--motion none)
+  rm -rf "$OUT/g1_tracking_sac_gpu_run"  # --keep-run wants a new folder; this one is the check's own
   block curve_tracking 270 "$PY" scripts/learning_curve.py --device cuda --algo sac \
     --num-envs 4096 "${clip[@]}" --eval-envs 1024 --clean-eval-envs 1024 --minutes 3 --log-every 50 \
+    --keep-run "$OUT/g1_tracking_sac_gpu_run" \
     --force --out "$OUT/g1_tracking_sac_gpu.json" --plot "$OUT/g1_tracking_sac_gpu.png"
-  block curve_velocity 270 "$PY" scripts/learning_curve.py --device cuda \
-    --task g1_velocity --algo sac_velocity --num-envs 2048 --eval-envs 1024 --minutes 3 --log-every 50 \
+  block eval_tracking 60 "$PY" -m unilab_gpu.cli.eval "$OUT/g1_tracking_sac_gpu_run" --device cuda --trials 1024 \
+    --force --out "$OUT/g1_tracking_sac_gpu_eval.json"
+  block curve_velocity 230 "$PY" scripts/learning_curve.py --device cuda \
+    --task g1_velocity --algo sac_velocity --num-envs 2048 --eval-envs 1024 --minutes 2.5 --log-every 50 \
     --force --out "$OUT/g1_velocity_sac_gpu.json" --plot "$OUT/g1_velocity_sac_gpu.png"
 fi
 

@@ -51,6 +51,7 @@ def run_check(args: argparse.Namespace) -> dict:
         f"env.num_envs={args.num_envs}",
         f"log_every={args.log_every}",
         "checkpoint_every=0",
+        "eval.every=0",  # the training throughput alone (the evaluation has its own block)
         "total_env_steps=1000000000000",  # stopped by time, not by steps
         "progress=lines",
         f"run_dir={args.run_dir}",

@@ -46,6 +46,7 @@ from typing import NamedTuple
 import torch
 
 from unilab_gpu.envs.make_env import load_task_cfg, make_env
+from unilab_gpu.evaluation.tracking import EVAL_OVERRIDES
 from unilab_gpu.managers.term import Term
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.evaluation import agent_policy, evaluate
@@ -203,15 +204,6 @@ CLEAN_HORIZON = 50
 """Steps every row of the clean evaluation is followed for (failure terminations off)."""
 CLEAN_AGES = (10, 30, 50)
 """Episode ages at which the clean evaluation reports its means."""
-CLEAN_OVERRIDES = (
-    "+observations.policy.enable_noise=false",
-    "events.push=null",
-    "commands.motion.params.pose_range=null",
-    "commands.motion.params.velocity_range=null",
-    "commands.motion.params.joint_position_range=null",
-    "randomize_initial_episode_length=false",
-)
-"""Task overrides of the clean evaluation: no observation noise, no pushes, no reset noise or kicks."""
 
 
 def clean_start_frames(clip_length: int, num_rows: int, seed: int, horizon: int = CLEAN_HORIZON) -> torch.Tensor:
@@ -238,7 +230,7 @@ def clean_evaluation(
 
     ``num_envs`` rows start at fixed, seeded frames spread over the first clip
     (:func:`clean_start_frames`, the same for every policy given ``seed``), without observation
-    noise, pushes or reset noise (:data:`CLEAN_OVERRIDES`), and are followed for
+    noise, pushes or reset noise (:data:`EVAL_OVERRIDES`), and are followed for
     :data:`CLEAN_HORIZON` steps with the task's failure terminations off; those terms are evaluated
     on the side, and the first step at which a row crosses any of them is recorded.
 
@@ -254,7 +246,7 @@ def clean_evaluation(
         for name, term in load_task_cfg(task, env_overrides).terminations.items()
         if term is not None and not term.time_out
     }
-    overrides = [*env_overrides, *CLEAN_OVERRIDES, *(f"terminations.{name}=null" for name in failures)]
+    overrides = [*env_overrides, *EVAL_OVERRIDES, *(f"terminations.{name}=null" for name in failures)]
     env = make_env(task, num_envs, device, overrides, seed=seed, compile=False, capture=False, announce=False)
     command = env.command_manager.get("motion")
     clip_frames = int(command.library.clip_length[0])

@@ -76,3 +76,16 @@ def joint_speed_above(env, limit: float) -> torch.Tensor:
     """The "Add a reward term" recipe of docs/architecture.md: 1.0 where any joint of the robot
     moves faster than ``limit`` rad/s, else 0.0, ``(num_envs,)``."""
     return (env.robot.joint_vel.abs() > limit).any(dim=1).float()
+
+
+class FailAtFrame:
+    """Termination: fires for every ``every``-th row (row ids 0, every, 2 every, ...) on the step
+    that scores frame ``frame`` of its motion command's clip (a policy failing at a known frame)."""
+
+    def __init__(self, env, frame: int, every: int = 2, command_name: str = "motion") -> None:
+        self.command = env.command_manager.get(command_name)
+        self.frame = frame
+        self.rows = torch.arange(env.num_envs, device=env.device) % every == 0
+
+    def __call__(self, env) -> torch.Tensor:
+        return self.rows & (self.command.frame == self.frame)

@@ -33,9 +33,9 @@ import torch
 
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
-from unilab_gpu.rl.agents import agent_from_checkpoint
-from unilab_gpu.rl.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
-from unilab_gpu.rl.evaluation import agent_policy, evaluate
+from unilab_gpu.evaluation.policies import load_policy
+from unilab_gpu.rl.checkpoint import CheckpointError, resolve_checkpoint
+from unilab_gpu.rl.evaluation import evaluate
 from unilab_gpu.sim.device import resolve_device
 from unilab_gpu.utils.files import check_output
 from unilab_gpu.viewer.checks import check_port_free, check_viewer_extra
@@ -98,10 +98,6 @@ def make_recorder(env: ManagerBasedRlEnv, env_id: int = 0, seconds: float = 10.0
         return None
 
 
-ONNX_KEYS = ("task", "env_overrides", "observation_group", "observation_dim", "action_dim", "algo")
-"""Metadata keys of an exported file that a rollout needs."""
-
-
 def start_viewer(env: ManagerBasedRlEnv, worlds: int, port: int):
     """A play-mode ``LiveViewer`` serving ``worlds`` worlds of ``env``; prints its URL."""
     check_viewer_extra()
@@ -110,23 +106,6 @@ def start_viewer(env: ManagerBasedRlEnv, worlds: int, port: int):
     live = LiveViewer(env, worlds, port, mode="play", rate_hz=30.0)
     print(f"viewer: {live.url}  ({worlds} of {env.num_envs} worlds; Ctrl-C to stop)", flush=True)
     return live
-
-
-def _read_onnx(path: str | Path):
-    """The policy and metadata of an exported file; a one-line ``ValueError`` for anything else."""
-    from unilab_gpu.export.onnx_policy import OnnxPolicy
-
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"--onnx: no file at {path}")
-    try:
-        policy = OnnxPolicy(path)
-    except Exception as error:  # onnx and onnxruntime raise protobuf, runtime and value errors
-        reason = " ".join(str(error).split())[:160]
-        raise ValueError(f"--onnx: {path} is not a readable ONNX policy ({type(error).__name__}: {reason})") from None
-    missing = [key for key in ONNX_KEYS if key not in policy.metadata]
-    if missing:
-        raise ValueError(f"--onnx: {path} lacks the metadata {missing} that unilab-export writes; re-export the run")
-    return policy, policy.metadata
 
 
 def play(
@@ -155,36 +134,19 @@ def play(
     ``viewer`` shows ``viewer_worlds`` worlds live on ``127.0.0.1:viewer_port`` (0: a free port);
     without ``steps`` it rolls out until Ctrl-C.
     """
-    if (checkpoint_path is None) == (onnx is None):
-        raise ValueError("give either a run folder / checkpoint or --onnx FILE")
-    if onnx is not None:
-        policy, meta = _read_onnx(onnx)
-        trained_task, trained_overrides = meta["task"], meta["env_overrides"]
-        trained_sizes = ({meta["observation_group"]: meta["observation_dim"]}, meta["action_dim"])
-        source = f"{meta['algo']} exported to {onnx}"
-    else:
-        checkpoint = load_checkpoint(checkpoint_path)
-        cfg = checkpoint["config"]
-        trained_task, trained_overrides = cfg["task"], cfg["env"]["overrides"]
-        trained_sizes = (checkpoint["observation_dims"], checkpoint["action_dim"])
-        source = f"{cfg['algo']['name']} after {checkpoint['trainer']['env_steps']:,} training env steps"
-    task = task or trained_task
+    trained = load_policy(checkpoint_path, onnx, compile=compile)
+    task = task or trained.task
     device = str(resolve_device(device))
     env = make_env(
         task,
         num_envs=num_envs,
         device=device,
-        overrides=[*trained_overrides, "randomize_initial_episode_length=false", *overrides],
+        overrides=[*trained.env_overrides, "randomize_initial_episode_length=false", *overrides],
         seed=seed,
         compile=compile,
     )
-    sizes = (dict(env.observation_dims), env.action_dim)
-    if onnx is not None:
-        sizes = ({group: sizes[0].get(group) for group in trained_sizes[0]}, sizes[1])
-    if sizes != trained_sizes:
-        raise ValueError(f"task '{task}' has (observation dims, action dim) {sizes}, the policy {trained_sizes}")
-    if onnx is None:
-        policy = agent_policy(agent_from_checkpoint(checkpoint, env.device, compile=compile))
+    policy = trained.policy_for(env, task)
+    source = trained.source
 
     live = start_viewer(env, viewer_worlds, viewer_port) if viewer else None
     if steps is None:

@@ -31,12 +31,17 @@ class TrainLogger:
 
     def log(self, iteration: int, env_steps: int, scalars: dict[str, float]) -> None:
         """Record ``scalars`` (tag -> value) at ``env_steps``; report progress at ``iteration``."""
+        self.record(env_steps, scalars)
+        if self.progress is not None:
+            self.progress.update(iteration, env_steps, scalars)
+
+    def record(self, env_steps: int, scalars: dict[str, float]) -> None:
+        """Write ``scalars`` (tag -> value) to TensorBoard at ``env_steps``, with no progress report
+        (results that are not a logging point's, such as a periodic evaluation's)."""
         if self.writer is not None:
             for tag, value in scalars.items():
                 self.writer.add_scalar(tag, value, global_step=env_steps)
             self.writer.flush()
-        if self.progress is not None:
-            self.progress.update(iteration, env_steps, scalars)
 
     def message(self, text: str) -> None:
         """A line on the console (without breaking a progress bar)."""
@@ -62,6 +67,9 @@ class RecordingLogger:
     def log(self, iteration: int, env_steps: int, scalars: dict[str, float]) -> None:
         self.points.append((env_steps, time.perf_counter(), scalars))
         self.inner.log(iteration, env_steps, scalars)
+
+    def record(self, env_steps: int, scalars: dict[str, float]) -> None:
+        self.inner.record(env_steps, scalars)
 
     def message(self, text: str) -> None:
         self.inner.message(text)

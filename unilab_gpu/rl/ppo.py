@@ -36,7 +36,7 @@ from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.rl.checkpoint import NonFiniteStateError, describe_entries, non_finite_entries
 from unilab_gpu.rl.config import check_field, config_from_dict
 from unilab_gpu.rl.logger import TrainLogger
-from unilab_gpu.rl.trainer import TrainerSettings
+from unilab_gpu.rl.trainer import TrainerSettings, due
 
 
 @dataclass
@@ -183,6 +183,8 @@ class PpoTrainer:
         self.env, self.cfg, self.settings = env, cfg, settings
         self.logger = logger
         self.on_checkpoint = on_checkpoint
+        self.on_evaluation: Callable[[PpoTrainer], None] | None = None
+        """Called with the trainer every ``settings.eval_every`` iterations (periodic evaluation)."""
         self.after_iteration: Callable[[], None] | None = None
         """Called on the host after every iteration (the live viewer's throttled state copy)."""
         self.vec_env = RslRlVecEnv(env, episode_log_interval=None)  # episode stats: ours, at log points
@@ -231,8 +233,9 @@ class PpoTrainer:
             if self.iteration % self.settings.log_every == 0 or self.iteration == self.settings.iterations:
                 self._log(window)
                 window = (self.iteration, time.perf_counter())
-            every = self.settings.checkpoint_every
-            if self.on_checkpoint is not None and every and self.iteration % every == 0:
+            if self.on_evaluation is not None and due(self.iteration, self.settings.eval_every):
+                self.on_evaluation(self)
+            if self.on_checkpoint is not None and due(self.iteration, self.settings.checkpoint_every):
                 self.on_checkpoint(self)
         return True
 

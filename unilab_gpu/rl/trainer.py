@@ -71,6 +71,8 @@ class TrainerSettings:
     """Iterations between logging points."""
     checkpoint_every: int = 0
     """Iterations between checkpoint callbacks (0: none during the run)."""
+    eval_every: int = 0
+    """Iterations between evaluation callbacks (0: none)."""
     seed: int = 0
     """Seeds the off-policy trainer's warm-up actions and replay sampling. PPO draws from torch's
     default generator, which building the env seeds."""
@@ -79,8 +81,14 @@ class TrainerSettings:
         for name in ("iterations", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"trainer: '{name}' must be >= 1, got {getattr(self, name)}")
-        if self.checkpoint_every < 0:
-            raise ValueError(f"trainer: 'checkpoint_every' must be >= 0, got {self.checkpoint_every}")
+        for name in ("checkpoint_every", "eval_every"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"trainer: '{name}' must be >= 0, got {getattr(self, name)}")
+
+
+def due(iteration: int, every: int) -> bool:
+    """Whether a callback run every ``every`` iterations (0: never) is due after ``iteration``."""
+    return every > 0 and iteration % every == 0
 
 
 class Agent(Protocol):
@@ -98,7 +106,8 @@ class Agent(Protocol):
 class Trainer(Protocol):
     """A training loop as ``unilab-train`` drives it (:mod:`unilab_gpu.training.run`): it trains
     ``agent`` on ``env`` for ``settings.iterations``, calls ``on_checkpoint`` every
-    ``settings.checkpoint_every`` iterations and ``after_iteration`` after each, reports to
+    ``settings.checkpoint_every`` iterations, ``on_evaluation`` every ``settings.eval_every``
+    and ``after_iteration`` after each, reports to
     ``logger`` at logging points, and saves and restores its state."""
 
     env: ManagerBasedRlEnv
@@ -107,6 +116,9 @@ class Trainer(Protocol):
     logger: TrainLogger | None
     on_checkpoint: Callable[[Any], None] | None
     """Called with the trainer every ``settings.checkpoint_every`` iterations."""
+    on_evaluation: Callable[[Any], None] | None
+    """Called with the trainer every ``settings.eval_every`` iterations, between iterations
+    (outside the env step and the update; it may read the device, as a logging point does)."""
     after_iteration: Callable[[], None] | None
     """Called on the host after every iteration (the live viewer's throttled state copy); it must
     not synchronize."""
@@ -166,6 +178,8 @@ class OffPolicyTrainer:
         """The algorithm config: replay and update sizes as well as the agent's hyperparameters."""
         self.logger = logger
         self.on_checkpoint = on_checkpoint
+        self.on_evaluation: Callable[[OffPolicyTrainer], None] | None = None
+        """Called with the trainer every ``settings.eval_every`` iterations (periodic evaluation)."""
         self.after_iteration: Callable[[], None] | None = None
         """Called on the host after every iteration, outside the env step and the update (the live
         viewer's throttled state copy); it must not synchronize."""
@@ -268,8 +282,9 @@ class OffPolicyTrainer:
             if self.after_iteration is not None:
                 self.after_iteration()
             stop = self._log(asked() if dp is not None else False) if timed else False
-            every = self.settings.checkpoint_every
-            if self.on_checkpoint is not None and every and self.iteration % every == 0:
+            if self.on_evaluation is not None and due(self.iteration, self.settings.eval_every):
+                self.on_evaluation(self)
+            if self.on_checkpoint is not None and due(self.iteration, self.settings.checkpoint_every):
                 self.on_checkpoint(self)
             if stop:
                 return False

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from unilab_gpu import __version__
@@ -45,6 +46,7 @@ from unilab_gpu.rl.logger import Progress, TrainLogger
 from unilab_gpu.rl.off_policy import run_updates
 from unilab_gpu.rl.trainer import OffPolicyTrainer, Trainer, TrainerSettings
 from unilab_gpu.training.config import ConfigError
+from unilab_gpu.training.evaluation import PeriodicEvaluation
 from unilab_gpu.training.signals import stop_signals_deferred
 from unilab_gpu.utils.files import unwritable
 
@@ -181,7 +183,12 @@ def make_trainer(
     data-parallel run the ``total_env_steps`` are shared by all ranks."""
     algo_values = algo_mapping(cfg)
     world = data_parallel.world_size if data_parallel is not None else 1
-    settings = dict(log_every=cfg.log_every, checkpoint_every=cfg.checkpoint_every)
+    evaluation = cfg.get("eval")  # absent from the configs of runs made before it existed
+    settings = dict(
+        log_every=cfg.log_every,
+        checkpoint_every=cfg.checkpoint_every,
+        eval_every=evaluation.every if evaluation is not None else 0,
+    )
     if cfg.algo.name == "ppo":
         if world > 1:
             raise ConfigError("algo=ppo: data-parallel launches (torchrun) train SAC and FlashSAC only")
@@ -230,6 +237,8 @@ def _build(
     )
     trainer = make_trainer(env, cfg, seed, data_parallel)
     agent, settings = trainer.agent, trainer.settings
+    if main and settings.eval_every:  # before the run folder: a task without motion is a config error
+        trainer.on_evaluation = PeriodicEvaluation(cfg, torch.device(env.device))
     if checkpoint is not None:
         # Listed with the algo keys that changed, which explain a network-shape mismatch.
         lines = recorded_mismatches(checkpoint, OmegaConf.to_container(cfg, resolve=True), env.num_envs)

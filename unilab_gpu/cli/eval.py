@@ -1,0 +1,102 @@
+"""``unilab-eval``: full-clip evaluation of a motion-tracking policy.
+
+Usage::
+
+    unilab-eval RUN_DIR_OR_CHECKPOINT [--trials N] [--motion FILE ...] [--out report.json] [--force]
+    unilab-eval --onnx policy.onnx [...]      # an exported policy (unilab-export), via onnxruntime
+
+Two sets of ``--trials`` trials (default 1024 on a GPU, 64 on a CPU): from frame 0 of each clip,
+and from frames spread evenly over each clip, on the training task without observation noise,
+pushes or reset noise and kicks. A trial succeeds when it reaches its clip's end without one of
+the task's failure terminations. Reported per set, overall and per clip: the success rate, MPKPE
+(world frame, mean over tracked bodies), R-MPKPE (relative to the anchor body), joint-position
+error, joint-velocity RMS error and end-effector position and orientation errors, means over the
+steps before each trial ended (:mod:`unilab_gpu.evaluation.tracking`). ``--out`` writes the
+report as JSON (atomically; an existing file needs ``--force``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from unilab_gpu.evaluation.policies import load_policy
+from unilab_gpu.evaluation.tracking import SETS, evaluate_policy
+from unilab_gpu.profiling.machine_info import machine_info
+from unilab_gpu.rl.checkpoint import CheckpointError, resolve_checkpoint
+from unilab_gpu.sim.device import resolve_device
+from unilab_gpu.utils.files import check_output, portable_paths, write_json_atomic
+
+DEFAULT_TRIALS = {"cuda": 1024, "cpu": 64}
+"""Trials per set by device type."""
+
+COLUMNS = (
+    ("success_rate", "success", "{:>8.1%}"),
+    ("mpkpe_m", "MPKPE m", "{:>8.3f}"),
+    ("r_mpkpe_m", "R-MPKPE m", "{:>9.3f}"),
+    ("joint_pos_error_rad", "joint rad", "{:>9.3f}"),
+    ("joint_vel_rms_error_radps", "jvel RMS rad/s", "{:>14.3f}"),
+    ("ee_pos_error_m", "EE pos m", "{:>8.3f}"),
+    ("ee_ori_error_rad", "EE ori rad", "{:>10.3f}"),
+)
+"""(report key, header, format) of the printed table."""
+
+SET_LABELS = {"start": "from frame 0", "spread": "spread starts"}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(prog="unilab-eval", description=__doc__.split("\n")[0])
+    parser.add_argument("run", nargs="?", help="run folder (uses its checkpoint.pt) or checkpoint file")
+    parser.add_argument("--onnx", default=None, help="evaluate this exported policy instead (unilab-export)")
+    parser.add_argument("--trials", type=int, default=None, help="trials per set (default: 1024 on a GPU, 64 on a CPU)")
+    parser.add_argument(
+        "--motion", action="append", default=[], metavar="FILE", help="clip to follow (repeatable; default: the run's)"
+    )
+    parser.add_argument("--device", default=None, help="default: cuda if available, else cpu")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the env (startup randomization)")
+    parser.add_argument("--out", default=None, help="write the report as JSON")
+    parser.add_argument("--force", action="store_true", help="replace an existing --out file")
+    parser.add_argument("--verbose", action="store_true", help="also print the env's construction messages")
+    args = parser.parse_args(argv)
+    if args.trials is not None and args.trials < 1:
+        parser.error(f"--trials must be >= 1, got {args.trials}")
+    try:
+        if args.out is not None:  # checked before anything is built
+            inputs = [p for p in (args.run and resolve_checkpoint(args.run), args.onnx) if p]
+            check_output(args.out, "--out", force=args.force, inputs=inputs, example="eval.json")
+        trained = load_policy(args.run, args.onnx)
+        device = str(resolve_device(args.device))
+        trials = args.trials or DEFAULT_TRIALS["cuda" if device.startswith("cuda") else "cpu"]
+        print(f"unilab-eval: {trained.task} / {trained.source}: 2 x {trials} trials on {device}", flush=True)
+        report = evaluate_policy(trained, trials, device, args.motion, args.seed, progress=True, verbose=args.verbose)
+    except (CheckpointError, ValueError, KeyError, FileNotFoundError) as error:
+        print(f"unilab-eval: error: {error}", file=sys.stderr)
+        return 2
+    report["command"] = "unilab-eval " + shlex.join(argv)
+    report["machine"] = machine_info(device)
+    _print(report)
+    if args.out is not None:
+        write_json_atomic(args.out, portable_paths(report))  # a committed report names no path of this machine
+        print(f"report: {args.out}")
+    return 0
+
+
+def _print(report: dict[str, Any]) -> None:
+    clips = report["clips"]
+    steps = ", ".join(f"{name} {frames} frames" for name, frames in clips.items())
+    print(f"  {len(clips)} clip(s): {steps}; {report['seconds']:.0f} s")
+    print(f"  {'':<28}" + " ".join(header.rjust(len(fmt.format(0.0))) for _, header, fmt in COLUMNS))
+    for name in SETS:
+        rows = [(f"{SET_LABELS[name]} ({report[name]['overall']['trials']})", report[name]["overall"])]
+        if len(clips) > 1:
+            rows += [(f"  {clip}", result) for clip, result in report[name]["clips"].items()]
+        for label, result in rows:
+            print(f"  {label:<28}" + " ".join(fmt.format(result[key]) for key, _, fmt in COLUMNS))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
