@@ -1,4 +1,4 @@
-"""``unilab-motion``: convert motion files to the project's canonical ``.npz``, inspect, synthesize.
+"""``unilab-motion``: convert motion files to the project's canonical ``.npz``, inspect, synthesize, mirror.
 
 Examples::
 
@@ -6,6 +6,7 @@ Examples::
     unilab-motion convert dance_beyondmimic.npz dance.npz
     unilab-motion info dance.npz
     unilab-motion synth synthetic.npz --seconds 20 --seed 3
+    unilab-motion mirror dance.npz dance_mirrored.npz
     unilab-motion convert walk.csv walk.npz --robot my_robot
 
 Every command works on one robot's joints and bodies: ``--robot`` (a folder under
@@ -28,6 +29,7 @@ from unilab_gpu.motion.assemble import CONTROL_FPS, build_clip
 from unilab_gpu.motion.canonical import save_motion
 from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.loader import FORMATS, load_motion, read_source
+from unilab_gpu.motion.mirror import RobotMirror
 from unilab_gpu.motion.synthetic import synthesize_clip
 from unilab_gpu.motion.validation import MAX_FPS, MotionFormatError
 from unilab_gpu.utils.files import OutputPathError, check_output
@@ -76,6 +78,18 @@ def _synth(args: argparse.Namespace) -> None:
     clip = synthesize_clip(seconds=args.seconds, seed=args.seed, fps=args.fps, kinematics=kinematics)
     path = save_motion(clip, args.output)
     print(f"wrote {path}: {clip.num_frames} frames at {clip.fps:g} fps ({clip.duration:.2f} s) of robot {args.robot}")
+
+
+def _mirror(args: argparse.Namespace) -> None:
+    _check_output(args, (args.input,))
+    kinematics = RobotKinematics.from_robot(args.robot)
+    mirror = RobotMirror(kinematics)  # a robot without left/right pairs is refused before reading
+    clip = mirror.mirror(load_motion(args.input, args.format, args.input_fps, fps=None, kinematics=kinematics))
+    path = save_motion(clip, args.output)
+    print(
+        f"wrote {path}: the mirror image of {args.input}, {clip.num_frames} frames at {clip.fps:g} fps "
+        f"({clip.duration:.2f} s) of robot {args.robot}"
+    )
 
 
 def _positive(text: str) -> float:
@@ -135,7 +149,17 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--fps", type=_fps, default=CONTROL_FPS)
     synth.add_argument("--force", action="store_true", help="replace an existing output file")
     synth.set_defaults(run=_synth)
-    for command in (convert, info, synth):
+
+    mirror = commands.add_parser(
+        "mirror", help="write the left-right mirror image of a clip (at its own frame rate) for a symmetric robot"
+    )
+    mirror.add_argument("input", type=Path)
+    mirror.add_argument("output", type=Path)
+    mirror.add_argument("--format", choices=formats, default="auto")
+    mirror.add_argument("--input-fps", type=_fps, default=None, help="frame rate of a CSV (default 30)")
+    mirror.add_argument("--force", action="store_true", help="replace an existing output file")
+    mirror.set_defaults(run=_mirror)
+    for command in (convert, info, synth, mirror):
         command.add_argument(
             "--robot", default="g1", help="the robot's folder under assets/robots or UNILAB_PATH (default: %(default)s)"
         )

@@ -9,6 +9,7 @@ from unilab_gpu.motion.clip import MotionClip
 from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.library import MotionFrame, MotionLibrary
 from unilab_gpu.motion.loader import FORMATS, load_motion
+from unilab_gpu.motion.mirror import RobotMirror
 from unilab_gpu.motion.sampler import AdaptiveStartSampler, ClipStartSampler, StartSampler, UniformStartSampler
 from unilab_gpu.motion.synthetic import synthesize_clip
 from unilab_gpu.motion.validation import MotionFormatError
@@ -23,6 +24,7 @@ __all__ = [
     "MotionFrame",
     "MotionLibrary",
     "RobotKinematics",
+    "RobotMirror",
     "StartSampler",
     "UniformStartSampler",
     "build_clip",
