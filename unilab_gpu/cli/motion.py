@@ -25,7 +25,7 @@ import math
 import sys
 from pathlib import Path
 
-from unilab_gpu.motion.assemble import CONTROL_FPS, build_clip
+from unilab_gpu.motion.assemble import CONTROL_FPS, ORDERS, build_clip
 from unilab_gpu.motion.canonical import save_motion
 from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.loader import FORMATS, load_motion, read_source
@@ -52,6 +52,7 @@ def _convert(args: argparse.Namespace) -> None:
         args.fps,
         kinematics=kinematics,
         derive_velocities=args.derive_velocities,
+        order=args.order,
     )
     path = save_motion(clip, args.output)
     print(f"wrote {path}: {clip.num_frames} frames at {clip.fps:g} fps ({clip.duration:.2f} s) of robot {args.robot}")
@@ -59,7 +60,7 @@ def _convert(args: argparse.Namespace) -> None:
 
 def _info(args: argparse.Namespace) -> None:
     source = read_source(args.file, args.format, args.input_fps)
-    clip = build_clip(source, RobotKinematics.from_robot(args.robot), fps=None)
+    clip = build_clip(source, RobotKinematics.from_robot(args.robot), fps=None, order=args.order)
     summary = {
         "frames": clip.num_frames,
         "fps": clip.fps,
@@ -84,7 +85,8 @@ def _mirror(args: argparse.Namespace) -> None:
     _check_output(args, (args.input,))
     kinematics = RobotKinematics.from_robot(args.robot)
     mirror = RobotMirror(kinematics)  # a robot without left/right pairs is refused before reading
-    clip = mirror.mirror(load_motion(args.input, args.format, args.input_fps, fps=None, kinematics=kinematics))
+    source = load_motion(args.input, args.format, args.input_fps, fps=None, kinematics=kinematics, order=args.order)
+    clip = mirror.mirror(source)
     path = save_motion(clip, args.output)
     print(
         f"wrote {path}: the mirror image of {args.input}, {clip.num_frames} frames at {clip.fps:g} fps "
@@ -159,6 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
     mirror.add_argument("--input-fps", type=_fps, default=None, help="frame rate of a CSV (default 30)")
     mirror.add_argument("--force", action="store_true", help="replace an existing output file")
     mirror.set_defaults(run=_mirror)
+    for command in (convert, info, mirror):
+        command.add_argument(
+            "--order",
+            choices=ORDERS,
+            default="auto",
+            help="order of a file's unnamed joint and body columns: the model's (mjcf), Isaac Lab's breadth-first "
+            "(isaaclab_bfs), or detected by forward kinematics (default: %(default)s)",
+        )
     for command in (convert, info, synth, mirror):
         command.add_argument(
             "--robot", default="g1", help="the robot's folder under assets/robots or UNILAB_PATH (default: %(default)s)"

@@ -3,7 +3,7 @@
 See ``docs/motion.md``. The names below are the public API.
 """
 
-from unilab_gpu.motion.assemble import CONTROL_FPS, build_clip, resample_clip
+from unilab_gpu.motion.assemble import CONTROL_FPS, ORDERS, build_clip, resample_clip
 from unilab_gpu.motion.canonical import save_motion
 from unilab_gpu.motion.clip import MotionClip
 from unilab_gpu.motion.kinematics import RobotKinematics
@@ -17,6 +17,7 @@ from unilab_gpu.motion.validation import MotionFormatError
 __all__ = [
     "CONTROL_FPS",
     "FORMATS",
+    "ORDERS",
     "AdaptiveStartSampler",
     "ClipStartSampler",
     "MotionClip",
