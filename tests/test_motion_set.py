@@ -14,6 +14,7 @@ import torch
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.motion import MotionFormatError, RobotKinematics, save_motion, synthesize_clip
 from unilab_gpu.motion.motion_set import clip_names, resolve_motion_set
+from unilab_gpu.utils.sync_audit import no_host_sync
 
 KEY = "commands.motion.params.motion_files"
 WEIGHTS = "commands.motion.params.motion_weights"
@@ -48,7 +49,7 @@ def test_files_folders_and_globs_resolve_in_order_with_weights(library) -> None:
     # A glob: what Python's glob finds, motion files only (notes.txt is left out), sorted.
     pattern = str(library / "**" / "*")
     expected = sorted(p for p in glob.glob(pattern, recursive=True) if p.endswith(".npz"))
-    assert [str(c.path) for c in resolve_motion_set(pattern)] == expected and len(expected) == 3
+    assert [str(c.path) for c in resolve_motion_set([pattern])] == expected and len(expected) == 3
 
 
 def test_clip_names_stay_unique() -> None:
@@ -92,8 +93,11 @@ def test_the_task_trains_on_a_folder_and_a_file_at_another_rate(library) -> None
     assert lib.clip_length.tolist() == [51, 76, (61 - 1) * 50 // 30 + 1]  # 61 frames at 30 fps
     assert lib.clip_weight.tolist() == [1.0, 1.0, 3.0]
     env.reset()
-    for _ in range(6):  # a 1 mm anchor-height threshold ends nearly every episode at once
-        env.step(torch.zeros(env.num_envs, env.action_dim))
+    buffers = {name: t.data_ptr() for name, t in env.persistent_buffers().items()}
+    with no_host_sync():
+        for _ in range(6):  # a 1 mm anchor-height threshold ends nearly every episode at once
+            env.step(torch.zeros(env.num_envs, env.action_dim))
+    assert {name: t.data_ptr() for name, t in env.persistent_buffers().items()} == buffers
     summary = env.stats.summary()
     per_clip = {name: summary[f"motion/{name}/episodes"] for name in lib.clip_names}
     assert sum(per_clip.values()) == summary["episode/count"] > 0
@@ -105,10 +109,15 @@ def test_the_task_trains_on_a_folder_and_a_file_at_another_rate(library) -> None
     assert state["sampler.clip_bins"].tolist() == [2, 2, 3]  # 51, 76, 101 frames in 50-frame bins
 
 
-def test_one_string_is_one_entry_and_one_clip_adds_no_per_clip_keys(library) -> None:
-    env = _env(str(library / "walks" / "a.npz"))
+def test_one_clip_adds_no_per_clip_keys(library) -> None:
+    env = _env(f"[{library / 'walks' / 'a.npz'}]")
     assert env.command_manager.get("motion").library.clip_names == ("a",)
     assert not [k for k in env.stats.summary() if k.startswith("motion/a/")]
+
+
+def test_motion_files_given_as_a_string_is_refused(library) -> None:
+    with pytest.raises(ValueError, match=rf"^{KEY} must be a list of paths, e.g. motion_files=\[.*walks\]"):
+        _env(str(library / "walks"))
 
 
 def test_a_resume_with_another_motion_set_is_refused(library) -> None:

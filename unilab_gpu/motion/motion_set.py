@@ -26,7 +26,7 @@ class MotionSetClip:
 
 
 def resolve_motion_set(
-    entries: Sequence[str] | str,
+    entries: Sequence[str],
     weights: Sequence[float] | None = None,
     *,
     key: str = "motion_files",
@@ -41,15 +41,20 @@ def resolve_motion_set(
     with weight 1.
 
     Args:
-        entries: the entries; one string is one entry.
+        entries: the entries (a list: a bare string is refused rather than read letter by letter).
         weights: one weight > 0 per entry; ``None``: all 1.
         key, weights_key: the config keys, for messages.
 
     Raises:
-        MotionFormatError: no entries, a folder without motion files, a glob that matches none, a
-            file named twice, or weights of the wrong number or value; one line naming the key.
+        MotionFormatError: no entries, a string instead of a list, a folder without motion files, a
+            glob that matches none, a file named twice, or weights of the wrong number or value; one
+            line naming the key.
     """
-    entries = [entries] if isinstance(entries, str) else list(entries)
+    if isinstance(entries, str):
+        raise MotionFormatError(
+            f"{key} must be a list of paths, e.g. motion_files=[{entries}], got the string {entries!r}"
+        )
+    entries = list(entries)
     if not entries:
         raise MotionFormatError(f"'{key}' is empty; expected at least one motion file, folder or glob")
     per_entry = [1.0] * len(entries) if weights is None else check_weights(weights, len(entries), weights_key,

@@ -73,7 +73,7 @@ class MotionCommand:
 
     Args:
       motion_files: the motion set: files (any format ``load_motion`` reads), folders (every
-        ``.npz`` / ``.csv`` in it) and globs (``clips/**/*.npz``); one string is one entry. Every
+        ``.npz`` / ``.csv`` in it) and globs (``clips/**/*.npz``), as a list. Every
         clip is resampled to the control rate and mapped onto the robot by joint and body name.
         Empty: one synthetic clip of ``synthetic_seconds`` is generated at construction.
       motion_weights: one weight > 0 per ``motion_files`` entry, applied to each clip it yields:
@@ -97,7 +97,7 @@ class MotionCommand:
         env: EnvView,
         body_ids: torch.Tensor,
         anchor_body: str = "torso_link",
-        motion_files: list[str] | str | None = None,
+        motion_files: list[str] | None = None,
         motion_weights: list[float] | None = None,
         synthetic_seconds: float = 10.0,
         synthetic_seed: int = 0,
