@@ -162,3 +162,41 @@ def test_cli_mirror_for_a_robot_without_pairs_writes_nothing(tmp_path, capsys, m
     code, _, err = _run(capsys, "mirror", str(source), str(tmp_path / "out.npz"), "--robot", "plank")
     assert code == 2 and err.startswith("unilab-motion: error: the robot has no left/right joint pairs")
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out.npz").exists()
+
+
+def test_cli_mirror_reads_the_pairs_the_robot_config_declares(tmp_path, capsys) -> None:
+    """The Go2 names its legs FL/FR/RL/RR: configs/robot/go2.yaml declares the pairs."""
+    go2 = RobotKinematics.from_robot("go2")
+    with pytest.raises(MotionFormatError, match="no left/right joint pairs"):
+        RobotMirror(go2)
+    clip = synthesize_clip(seconds=1.0, seed=1, kinematics=go2)
+    source = save_motion(clip, tmp_path / "trot.npz")
+    code, out, _ = _run(capsys, "mirror", str(source), str(tmp_path / "trot_mirrored.npz"), "--robot", "go2")
+    assert code == 0 and "of robot go2" in out
+    written = load_motion(tmp_path / "trot_mirrored.npz", fps=None, kinematics=go2)
+    names = go2.joint_names
+    fr_hip, fl_hip = names.index("FR_hip_joint"), names.index("FL_hip_joint")
+    rr_thigh, rl_thigh = names.index("RR_thigh_joint"), names.index("RL_thigh_joint")
+    np.testing.assert_allclose(written.joint_pos[:, fr_hip], -clip.joint_pos[:, fl_hip], atol=1e-12)  # abduction
+    np.testing.assert_allclose(written.joint_pos[:, rr_thigh], clip.joint_pos[:, rl_thigh], atol=1e-12)  # pitch
+    np.testing.assert_allclose(_fk(go2, written).pos, written.body_pos_w, atol=1e-5)
+
+
+def test_cli_mirror_of_a_user_robot_with_declared_pairs(tmp_path, capsys, monkeypatch) -> None:
+    user = tmp_path / "user"
+    (user / "assets" / "robots" / "plank").mkdir(parents=True)
+    (user / "configs" / "robot").mkdir(parents=True)
+    (user / "assets" / "robots" / "plank" / "scene.xml").write_text(
+        biped_xml().replace("left", "port").replace("right", "starboard")
+    )
+    (user / "configs" / "robot" / "plank.yaml").write_text("mirror_name_pairs: [[port, starboard]]\n")
+    monkeypatch.setenv("UNILAB_PATH", str(user))
+    plank = RobotKinematics.from_robot("plank")
+    clip = _fk_clip(plank)
+    source = save_motion(clip, tmp_path / "in.npz")
+    code, _, _ = _run(capsys, "mirror", str(source), str(tmp_path / "out.npz"), "--robot", "plank")
+    written = load_motion(tmp_path / "out.npz", fps=None, kinematics=plank)
+    port = plank.body_names.index("port_foot")
+    assert code == 0
+    np.testing.assert_allclose(written.body_pos_w[:, plank.body_names.index("starboard_foot")],
+                               clip.body_pos_w[:, port] * M, atol=1e-12)  # fmt: skip

@@ -25,13 +25,16 @@ import math
 import sys
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from unilab_gpu.motion.assemble import CONTROL_FPS, ORDERS, build_clip
 from unilab_gpu.motion.canonical import save_motion
 from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.loader import FORMATS, load_motion, read_source
-from unilab_gpu.motion.mirror import RobotMirror
+from unilab_gpu.motion.mirror import DEFAULT_NAME_PAIRS, RobotMirror
 from unilab_gpu.motion.synthetic import synthesize_clip
 from unilab_gpu.motion.validation import MAX_FPS, MotionFormatError
+from unilab_gpu.paths import robot_config_file
 from unilab_gpu.utils.files import OutputPathError, check_output
 
 
@@ -81,10 +84,19 @@ def _synth(args: argparse.Namespace) -> None:
     print(f"wrote {path}: {clip.num_frames} frames at {clip.fps:g} fps ({clip.duration:.2f} s) of robot {args.robot}")
 
 
+def _mirror_name_pairs(robot: str) -> list[tuple[str, str]]:
+    """``mirror_name_pairs`` of the robot config of the same name (``configs/robot/<robot>.yaml``),
+    else ``left`` / ``right``."""
+    path = robot_config_file(robot)
+    pairs = OmegaConf.load(path).get("mirror_name_pairs") if path is not None else None
+    return list(DEFAULT_NAME_PAIRS) if pairs is None else [(str(a), str(b)) for a, b in pairs]
+
+
 def _mirror(args: argparse.Namespace) -> None:
     _check_output(args, (args.input,))
     kinematics = RobotKinematics.from_robot(args.robot)
-    mirror = RobotMirror(kinematics)  # a robot without left/right pairs is refused before reading
+    # A robot without pairs is refused before the input is read.
+    mirror = RobotMirror(kinematics, _mirror_name_pairs(args.robot))
     source = load_motion(args.input, args.format, args.input_fps, fps=None, kinematics=kinematics, order=args.order)
     clip = mirror.mirror(source)
     path = save_motion(clip, args.output)
