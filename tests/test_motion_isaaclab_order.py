@@ -72,7 +72,8 @@ def test_an_isaaclab_file_is_detected_and_loads_as_the_clip(g1, clip, tmp_path) 
     for order in ("auto", "isaaclab_bfs"):
         loaded = load_motion(path, fps=None, kinematics=g1, order=order)
         # The format's root velocities are body 0's (the real clip's own root velocities differ).
-        expected = {**clip.arrays(), "root_lin_vel": clip.body_lin_vel_w[:, 0], "root_ang_vel": clip.body_ang_vel_w[:, 0]}
+        root_vel = {"root_lin_vel": clip.body_lin_vel_w[:, 0], "root_ang_vel": clip.body_ang_vel_w[:, 0]}
+        expected = {**clip.arrays(), **root_vel}
         for name, value in expected.items():
             np.testing.assert_allclose(getattr(loaded, name), value, atol=1e-12, err_msg=f"{order}: {name}")
     with pytest.raises(MotionFormatError, match=r"'body_pos_w' at frame \d+, body '.*': \[.*\] m is .* m from"):

@@ -116,12 +116,19 @@ def test_another_symmetric_robot_mirrors_by_its_own_names_and_axes() -> None:
 @pytest.mark.parametrize(
     ("replacements", "message"),
     [
-        ({"left": "port", "right": "starboard"}, r"^the robot has no left/right joint pairs \(no joint names with "
-                                                 r"'left'-'right'\); expected a robot symmetric"),
-        ({'"right_thigh" pos="0 -0.07': '"right_thigh" pos="0 -0.09'},
-         r"^the robot is not mirror-symmetric: body 'right_thigh' is not the mirror image of 'left_thigh'"),
-        ({'name="right_knee" axis="0 1 0"': 'name="right_knee" axis="1 0 0"'},
-         r"^the robot is not mirror-symmetric: joint 'right_knee' does not turn about the mirror image"),
+        (
+            {"left": "port", "right": "starboard"},
+            r"^the robot has no left/right joint pairs \(no joint names with "
+            r"'left'-'right'\); expected a robot symmetric",
+        ),
+        (
+            {'"right_thigh" pos="0 -0.07': '"right_thigh" pos="0 -0.09'},
+            r"^the robot is not mirror-symmetric: body 'right_thigh' is not the mirror image of 'left_thigh'",
+        ),
+        (
+            {'name="right_knee" axis="0 1 0"': 'name="right_knee" axis="1 0 0"'},
+            r"^the robot is not mirror-symmetric: joint 'right_knee' does not turn about the mirror image",
+        ),
         ({'"right_shin"': '"rightshin"'}, r"^the robot's body 'left_shin' has no mirror body 'right_shin'"),
     ],
 )

@@ -187,7 +187,8 @@ class EpisodeStats:
         ``episode/count``, ``episode/non_finite_states`` and ``episode/diverged_states`` (rows
         terminated for a NaN or an implausible state), ``env/non_finite_actions`` (row-steps),
         ``env/deferred_resets`` (row-steps); then the terms' extras, their step means
-        (``add_step_mean``) and their per-group episode totals (``add_row_groups``). Computed in float64, as Python would from the float32 totals."""
+        (``add_step_mean``) and their per-group episode totals (``add_row_groups``). Computed in
+        float64, as Python would from the float32 totals."""
         means = self.means(torch.float64)
         values = torch.stack(list(means.values())).to("cpu", copy=True).tolist()
         return dict(zip(means, values, strict=True))

@@ -55,9 +55,7 @@ class RobotMirror:
             without its counterpart, or a model that is not mirror-symmetric.
     """
 
-    def __init__(
-        self, kinematics: RobotKinematics, name_pairs: Sequence[tuple[str, str]] = DEFAULT_NAME_PAIRS
-    ) -> None:
+    def __init__(self, kinematics: RobotKinematics, name_pairs: Sequence[tuple[str, str]] = DEFAULT_NAME_PAIRS) -> None:
         self.joint_names, self.body_names = kinematics.joint_names, kinematics.body_names
         self.joint_pair = _pairs("joint", kinematics.joint_names, name_pairs)
         if np.array_equal(self.joint_pair, np.arange(kinematics.num_joints)):

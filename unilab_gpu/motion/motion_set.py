@@ -82,7 +82,9 @@ def _expand(entry: str, key: str) -> list[Path]:
         matches = sorted(glob.glob(str(path), recursive=True))
         found = [Path(m) for m in matches if Path(m).is_file() and Path(m).suffix.lower() in MOTION_SUFFIXES]
         if not found:
-            raise MotionFormatError(f"'{key}' = '{entry}' matches no .npz or .csv file; expected a glob of motion files")
+            raise MotionFormatError(
+                f"'{key}' = '{entry}' matches no .npz or .csv file; expected a glob of motion files"
+            )
         return found
     if path.is_dir():
         found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in MOTION_SUFFIXES)
