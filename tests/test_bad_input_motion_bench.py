@@ -109,13 +109,6 @@ def test_motion_error_names_the_bad_file_among_several(tmp_path, clip):
         make_env("g1_tracking", num_envs=2, compile=False, announce=False, overrides=[files])
 
 
-def test_motion_files_given_as_a_string_is_refused(tmp_path, clip):
-    good = save_motion(clip, tmp_path / "good.npz")
-    with pytest.raises(ValueError, match=r"motion_files must be a list of paths, e.g. motion_files=\[.*good.npz\]"):
-        make_env("g1_tracking", num_envs=2, compile=False, announce=False,
-                 overrides=[f"commands.motion.params.motion_files={good}"])  # fmt: skip
-
-
 def test_convert_into_an_existing_folder_writes_nothing(tmp_path, capsys, clip):
     source = save_motion(clip, tmp_path / "in.npz")
     folder = tmp_path / "out"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from unilab_gpu.envs.episode_stats import EpisodeStats
+from unilab_gpu.utils.sync_audit import no_host_sync
 
 
 class _HostReads(TorchDispatchMode):
@@ -108,3 +110,36 @@ def test_accumulators_are_named_and_clear_keeps_the_published_extras() -> None:
     assert all(float(t.abs().sum()) == 0.0 for t in named)
     assert float(stats.extras["motion/entropy"]) == 0.75 and float(stats.scratch) == 1.0
     assert stats.summary()["episode/return"] == 0.0  # no episode: the means read 0
+
+
+def test_row_groups_total_each_groups_episodes_without_a_host_sync() -> None:
+    stats = EpisodeStats(torch.device("cpu"))
+    stats.set_terms([], ["time_out", "fell"])
+    rng = np.random.default_rng(3)
+    group = torch.zeros(6, dtype=torch.int64)
+    stats.add_row_groups("motion", ["walk", "run", "jump"], group)
+    ended_all, failed_all, length_all, group_all = [], [], [], []
+    no = torch.zeros(6, dtype=torch.bool)
+    for _ in range(20):
+        group.copy_(torch.from_numpy(rng.integers(0, 2, 6)))  # group 2 ("jump") never ends an episode
+        ended = torch.from_numpy(rng.random(6) < 0.4)
+        failed = ended & torch.from_numpy(rng.random(6) < 0.5)
+        length = torch.from_numpy(rng.integers(1, 500, 6))
+        with no_host_sync():
+            stats.accumulate(ended, failed, ended & ~failed, torch.zeros(6, 0), length,
+                             torch.stack([ended & ~failed, failed], dim=1), no, no, no)  # fmt: skip
+        for store, value in zip((ended_all, failed_all, length_all, group_all), (ended, failed, length, group),
+                                strict=True):  # fmt: skip
+            store.append(value.numpy().copy())
+    ended, failed, length, group_ids = (np.concatenate(v) for v in (ended_all, failed_all, length_all, group_all))
+    summary = stats.summary()
+    for g, name in enumerate(["walk", "run", "jump"]):
+        mine = ended & (group_ids == g)
+        assert summary[f"motion/{name}/episodes"] == mine.sum()
+        count = max(mine.sum(), 1)
+        assert abs(summary[f"motion/{name}/episode_length"] - length[mine].sum() / count) < 1e-9
+        assert abs(summary[f"motion/{name}/failure_rate"] - failed[mine].sum() / count) < 1e-12
+    assert summary["motion/jump/episodes"] == 0 and summary["motion/walk/episodes"] > 0
+    assert stats.accumulators()[-1] is stats.row_groups["motion"].totals  # summed over ranks, cleared
+    stats.clear()
+    assert stats.summary()["motion/walk/episodes"] == 0.0

@@ -183,3 +183,53 @@ def test_default_generator_is_seeded_by_manual_seed_and_compiles(lib):
     torch.manual_seed(123)
     b = torch.compile(s.sample, fullgraph=True, dynamic=False, backend="eager")(20)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+@pytest.fixture(scope="module")
+def weighted(lib):
+    """The two clips of ``lib`` (151 and 326 frames) with weights 3 and 0.5."""
+    kin = RobotKinematics.from_robot("g1")
+    clips = [synthesize_clip(seconds=s, seed=i, kinematics=kin) for i, s in enumerate((3.0, 6.5))]
+    return MotionLibrary(clips, body_names=["pelvis"], clip_weights=[3.0, 0.5])
+
+
+def test_uniform_draws_each_clip_by_weight_times_length(weighted):
+    clip, frame = UniformStartSampler(weighted, _gen(11)).sample(200_000)
+    mass = np.array([3.0 * 151, 0.5 * 326])
+    stat, bound = _chi_square_ok(np.bincount(clip.numpy(), minlength=2), mass / mass.sum())
+    assert stat < bound
+    inside = frame[clip == 1].numpy()  # frames of a clip stay uniform
+    stat, bound = _chi_square_ok(np.bincount(inside, minlength=326), np.full(326, 1 / 326))
+    assert stat < bound and inside.max() == 325
+
+
+def test_clip_start_draws_each_clip_by_weight(weighted):
+    clip, frame = ClipStartSampler(weighted, _gen(12)).sample(100_000)
+    stat, bound = _chi_square_ok(np.bincount(clip.numpy(), minlength=2), np.array([3.0, 0.5]) / 3.5)
+    assert stat < bound and not frame.any()
+
+
+def test_equal_weights_draw_exactly_as_no_weights(lib):
+    kin = RobotKinematics.from_robot("g1")
+    clips = [synthesize_clip(seconds=s, seed=i, kinematics=kin) for i, s in enumerate((3.0, 6.5))]
+    doubled = MotionLibrary(clips, body_names=["pelvis"], clip_weights=[2.0, 2.0])
+    u, v = torch.rand(2, 5000, generator=_gen(5))
+    for kind in (UniformStartSampler, ClipStartSampler, AdaptiveStartSampler):
+        a, b = kind(lib).place(u, v), kind(doubled).place(u, v)
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]), kind.__name__
+
+
+def test_adaptive_probabilities_follow_the_clip_weights(weighted):
+    s = AdaptiveStartSampler(weighted, _gen(), uniform_ratio=0.2, ema_rate=1.0)
+    w = np.array([3.0] * 4 + [0.5] * 7)  # 4 bins of clip 0, 7 of clip 1
+    np.testing.assert_allclose(s.probabilities.numpy(), w / w.sum(), rtol=1e-6)  # no failure yet
+    clip, frame = torch.tensor([0, 1, 1, 1]), torch.tensor([10, 60, 70, 320])
+    s.update(clip, frame, torch.ones(4, dtype=torch.bool), torch.ones(4, dtype=torch.bool))
+    ema = np.zeros(11)
+    np.add.at(ema, [0, 5, 5, 10], 1.0)  # bins 0, 4 + 1 (twice), 4 + 6
+    expected = 0.8 * w * ema / (w * ema).sum() + 0.2 * w / w.sum()
+    np.testing.assert_allclose(s.probabilities.numpy(), expected, rtol=1e-6)
+    clip_s, frame_s = s.sample(100_000)
+    stat, bound = _chi_square_ok(np.bincount(s.bin_of(clip_s, frame_s).numpy(), minlength=11), expected)
+    assert stat < bound
+    assert s.state_dict()["clip_bins"].tolist() == [4, 7]

@@ -64,7 +64,7 @@ def test_another_robot_leaves_nothing_of_the_g1(user_folder, task: str, override
     # The pose weights are the biped's alone (a recursive merge of dicts would keep the G1's next to them).
     assert cfg.rewards["pose"].params["weights"] == BIPED["pose_weights"]
     robot = dataclasses.asdict(cfg.robot)
-    assert robot.pop("keyframe") == "stand" and robot.pop("tracking") is None
+    assert robot.pop("keyframe") == "stand" and robot.pop("tracking") is None and robot.pop("mirror_name_pairs") is None
     assert robot == BIPED
     assert cfg.sim.model == "biped"
     assert cfg.rewards["feet_phase"].params["site_names"] == ["left_sole", "right_sole"]

@@ -50,6 +50,17 @@ def config_roots() -> list[Path]:
     return [CONFIGS_DIR, *(folder / "configs" for folder in user_folders())]
 
 
+def robot_config_file(name: str | None) -> Path | None:
+    """The robot config ``<root>/robot/<name>.yaml`` of the first config root that has it (the
+    file Hydra reads for ``robot: <name>``); ``None`` when none has it."""
+    if name is None:
+        return None
+    for root in config_roots():
+        if (root / "robot" / f"{name}.yaml").is_file():
+            return root / "robot" / f"{name}.yaml"
+    return None
+
+
 def robot_asset(robot: str, file: str = "scene.xml") -> Path:
     """Path of a robot's MJCF file, e.g. ``robot_asset("g1")`` -> ``assets/robots/g1/scene.xml``;
     the project's robots first, then those of the ``UNILAB_PATH`` folders."""

@@ -1,4 +1,4 @@
-"""``unilab-motion``: convert motion files to the project's canonical ``.npz``, inspect, synthesize.
+"""``unilab-motion``: convert motion files to the project's canonical ``.npz``, inspect, synthesize, mirror.
 
 Examples::
 
@@ -6,6 +6,7 @@ Examples::
     unilab-motion convert dance_beyondmimic.npz dance.npz
     unilab-motion info dance.npz
     unilab-motion synth synthetic.npz --seconds 20 --seed 3
+    unilab-motion mirror dance.npz dance_mirrored.npz
     unilab-motion convert walk.csv walk.npz --robot my_robot
 
 Every command works on one robot's joints and bodies: ``--robot`` (a folder under
@@ -24,12 +25,16 @@ import math
 import sys
 from pathlib import Path
 
-from unilab_gpu.motion.assemble import CONTROL_FPS, build_clip
+from omegaconf import OmegaConf
+
+from unilab_gpu.motion.assemble import CONTROL_FPS, ORDERS, build_clip
 from unilab_gpu.motion.canonical import save_motion
 from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.loader import FORMATS, load_motion, read_source
+from unilab_gpu.motion.mirror import DEFAULT_NAME_PAIRS, RobotMirror
 from unilab_gpu.motion.synthetic import synthesize_clip
 from unilab_gpu.motion.validation import MAX_FPS, MotionFormatError
+from unilab_gpu.paths import robot_config_file
 from unilab_gpu.utils.files import OutputPathError, check_output
 
 
@@ -50,6 +55,7 @@ def _convert(args: argparse.Namespace) -> None:
         args.fps,
         kinematics=kinematics,
         derive_velocities=args.derive_velocities,
+        order=args.order,
     )
     path = save_motion(clip, args.output)
     print(f"wrote {path}: {clip.num_frames} frames at {clip.fps:g} fps ({clip.duration:.2f} s) of robot {args.robot}")
@@ -57,7 +63,7 @@ def _convert(args: argparse.Namespace) -> None:
 
 def _info(args: argparse.Namespace) -> None:
     source = read_source(args.file, args.format, args.input_fps)
-    clip = build_clip(source, RobotKinematics.from_robot(args.robot), fps=None)
+    clip = build_clip(source, RobotKinematics.from_robot(args.robot), fps=None, order=args.order)
     summary = {
         "frames": clip.num_frames,
         "fps": clip.fps,
@@ -76,6 +82,28 @@ def _synth(args: argparse.Namespace) -> None:
     clip = synthesize_clip(seconds=args.seconds, seed=args.seed, fps=args.fps, kinematics=kinematics)
     path = save_motion(clip, args.output)
     print(f"wrote {path}: {clip.num_frames} frames at {clip.fps:g} fps ({clip.duration:.2f} s) of robot {args.robot}")
+
+
+def _mirror_name_pairs(robot: str) -> list[tuple[str, str]]:
+    """``mirror_name_pairs`` of the robot config of the same name (``configs/robot/<robot>.yaml``),
+    else ``left`` / ``right``."""
+    path = robot_config_file(robot)
+    pairs = OmegaConf.load(path).get("mirror_name_pairs") if path is not None else None
+    return list(DEFAULT_NAME_PAIRS) if pairs is None else [(str(a), str(b)) for a, b in pairs]
+
+
+def _mirror(args: argparse.Namespace) -> None:
+    _check_output(args, (args.input,))
+    kinematics = RobotKinematics.from_robot(args.robot)
+    # A robot without pairs is refused before the input is read.
+    mirror = RobotMirror(kinematics, _mirror_name_pairs(args.robot))
+    source = load_motion(args.input, args.format, args.input_fps, fps=None, kinematics=kinematics, order=args.order)
+    clip = mirror.mirror(source)
+    path = save_motion(clip, args.output)
+    print(
+        f"wrote {path}: the mirror image of {args.input}, {clip.num_frames} frames at {clip.fps:g} fps "
+        f"({clip.duration:.2f} s) of robot {args.robot}"
+    )
 
 
 def _positive(text: str) -> float:
@@ -135,7 +163,25 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--fps", type=_fps, default=CONTROL_FPS)
     synth.add_argument("--force", action="store_true", help="replace an existing output file")
     synth.set_defaults(run=_synth)
-    for command in (convert, info, synth):
+
+    mirror = commands.add_parser(
+        "mirror", help="write the left-right mirror image of a clip (at its own frame rate) for a symmetric robot"
+    )
+    mirror.add_argument("input", type=Path)
+    mirror.add_argument("output", type=Path)
+    mirror.add_argument("--format", choices=formats, default="auto")
+    mirror.add_argument("--input-fps", type=_fps, default=None, help="frame rate of a CSV (default 30)")
+    mirror.add_argument("--force", action="store_true", help="replace an existing output file")
+    mirror.set_defaults(run=_mirror)
+    for command in (convert, info, mirror):
+        command.add_argument(
+            "--order",
+            choices=ORDERS,
+            default="auto",
+            help="order of a file's unnamed joint and body columns: the model's (mjcf), Isaac Lab's breadth-first "
+            "(isaaclab_bfs), or detected by forward kinematics (default: %(default)s)",
+        )
+    for command in (convert, info, synth, mirror):
         command.add_argument(
             "--robot", default="g1", help="the robot's folder under assets/robots or UNILAB_PATH (default: %(default)s)"
         )

@@ -101,6 +101,10 @@ class RobotCfg:
     """Joint-name regex -> weight of its deviation from the keyframe pose (pose reward)."""
     feet: FeetCfg | None = None
     tracking: TrackingBodiesCfg | None = None
+    mirror_name_pairs: list[list[str]] | None = None
+    """Name fragments that mark mirrored parts (``unilab-motion mirror``, docs/motion.md): a joint
+    or body named with the first fragment of a pair mirrors the one named with the second.
+    ``None``: ``left`` / ``right`` (``motion.mirror.DEFAULT_NAME_PAIRS``)."""
 
 
 @dataclass

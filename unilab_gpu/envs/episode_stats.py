@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 HEALTH_KEYS = ("env/non_finite_actions", "episode/non_finite_states", "episode/diverged_states", "env/deferred_resets")
@@ -47,6 +49,8 @@ class EpisodeStats:
         self.extras: dict[str, torch.Tensor] = {}
         """Scalar device tensors that terms publish for logging (``register``), read by ``summary``;
         they belong to their terms and are not accumulators."""
+        self.row_groups: dict[str, RowGroups] = {}
+        """Per-group episode totals (``add_row_groups``), by key prefix."""
 
     def set_terms(self, reward_terms: list[str], termination_terms: list[str]) -> None:
         """Size the per-term accumulators (cold path, once the managers exist)."""
@@ -69,6 +73,16 @@ class EpisodeStats:
             raise ValueError(f"stats step mean '{name}' is registered twice")
         self.step_sums[name] = torch.zeros((), device=self.episodes.device)
         return self.step_sums[name]
+
+    def add_row_groups(self, prefix: str, names: Sequence[str], row_group: torch.Tensor) -> None:
+        """Also total the ended episodes per group: row ``i``'s episode belongs to group
+        ``row_group[i]`` (``(num_envs,)`` int64 in ``[0, len(names))``, a buffer the term keeps up
+        to date, e.g. each row's motion clip). ``summary()`` reports, for every group name,
+        ``<prefix>/<name>/episodes``, ``<prefix>/<name>/episode_length`` (mean, steps) and
+        ``<prefix>/<name>/failure_rate`` (share of its episodes that terminated)."""
+        if prefix in self.row_groups:
+            raise ValueError(f"stats row groups '{prefix}' are registered twice")
+        self.row_groups[prefix] = RowGroups(tuple(names), row_group)
 
     def accumulate(
         self,
@@ -96,6 +110,8 @@ class EpisodeStats:
         self.non_finite_states.add_(non_finite.to(torch.float32).sum())
         self.diverged_states.add_(diverged.to(torch.float32).sum())
         self.non_finite_actions.add_(non_finite_actions.to(torch.float32).sum())
+        for groups in self.row_groups.values():
+            groups.add(weight, terminated, episode_length)
 
     def count_deferred(self, pending: torch.Tensor) -> None:
         """Add this step's rows whose reset was deferred (``(num_envs,)`` bool)."""
@@ -119,6 +135,7 @@ class EpisodeStats:
             self.deferred_resets,
             self.steps,
             *self.step_sums.values(),
+            *(groups.totals for groups in self.row_groups.values()),
         ]
 
     def clear(self) -> None:
@@ -153,6 +170,14 @@ class EpisodeStats:
         out.update({f"termination/{name}": ends[i] for i, name in enumerate(self.termination_terms)})
         out.update({name: value(extra) for name, extra in self.extras.items()})
         out.update({name: value(total) / steps for name, total in self.step_sums.items()})
+        for prefix, groups in self.row_groups.items():
+            totals = value(groups.totals)
+            episodes = totals[:, 0]
+            per_episode = totals[:, 1:] / episodes.clamp(min=1.0)[:, None]
+            for i, name in enumerate(groups.names):
+                out[f"{prefix}/{name}/episodes"] = episodes[i]
+                out[f"{prefix}/{name}/episode_length"] = per_episode[i, 0]
+                out[f"{prefix}/{name}/failure_rate"] = per_episode[i, 1]
         return out
 
     def summary(self) -> dict[str, float]:
@@ -161,8 +186,26 @@ class EpisodeStats:
         of episodes), ``episode/terminated_rate``, ``episode/time_out_rate``, and counts:
         ``episode/count``, ``episode/non_finite_states`` and ``episode/diverged_states`` (rows
         terminated for a NaN or an implausible state), ``env/non_finite_actions`` (row-steps),
-        ``env/deferred_resets`` (row-steps); then the terms' extras and their step means
-        (``add_step_mean``). Computed in float64, as Python would from the float32 totals."""
+        ``env/deferred_resets`` (row-steps); then the terms' extras, their step means
+        (``add_step_mean``) and their per-group episode totals (``add_row_groups``). Computed in
+        float64, as Python would from the float32 totals."""
         means = self.means(torch.float64)
         values = torch.stack(list(means.values())).to("cpu", copy=True).tolist()
         return dict(zip(means, values, strict=True))
+
+
+class RowGroups:
+    """Episode totals per group of rows, ``totals (G, 3)``: ended episodes, the sum of their
+    lengths (steps) and how many of them terminated. Rows name their group in ``row_group
+    (num_envs,)``; one ``index_add_`` per step, static shapes, no host sync."""
+
+    def __init__(self, names: tuple[str, ...], row_group: torch.Tensor) -> None:
+        self.names = names
+        self.row_group = row_group
+        self.totals = torch.zeros(len(names), 3, device=row_group.device)
+
+    def add(self, ended: torch.Tensor, terminated: torch.Tensor, episode_length: torch.Tensor) -> None:
+        """Add this step's ended rows: ``ended`` float ``(num_envs,)`` (1.0 where an episode ended),
+        ``terminated`` bool and ``episode_length`` int64, ``(num_envs,)`` each."""
+        rows = torch.stack([ended, episode_length.to(ended.dtype) * ended, terminated.to(ended.dtype) * ended], dim=1)
+        self.totals.index_add_(0, self.row_group, rows)

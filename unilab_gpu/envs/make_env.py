@@ -19,7 +19,7 @@ from unilab_gpu import list_tasks
 from unilab_gpu.envs.env_cfg import EnvCfg, typed_terms
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.envs.robot_check import check_robot
-from unilab_gpu.paths import config_roots, robot_asset
+from unilab_gpu.paths import config_roots, robot_asset, robot_config_file
 from unilab_gpu.utils.overrides import override_syntax_problem
 
 SCHEMA_NAME = "env_cfg_schema"
@@ -56,7 +56,7 @@ def _load(task: str, overrides: Sequence[str]) -> tuple[EnvCfg, Path | None]:
     robot_file = None
     try:
         composed, robot = _compose(task, overrides)
-        robot_file = _robot_config_file(robot)
+        robot_file = robot_config_file(robot)
         env_cfg: EnvCfg = OmegaConf.to_object(composed)  # type: ignore[assignment]
     except (HydraException, OmegaConfBaseException) as error:
         cause = error.__cause__ if isinstance(error.__cause__, OmegaConfBaseException) else error
@@ -78,7 +78,7 @@ def _explain(task: str, overrides: Sequence[str], error: Exception, robot_file: 
     if in_robot:  # a bad key or value in the robot config file itself
         key = next((line.split("full_key:")[1].strip() for line in lines if "full_key:" in line), "robot")
         key = key.removeprefix("robot.")
-        return f"robot config {_robot_config_file(in_robot[1])}: bad key '{key}': {' '.join(lines[1].split())}"
+        return f"robot config {robot_config_file(in_robot[1])}: bad key '{key}': {' '.join(lines[1].split())}"
     unknown_robot = re.search(r"Could not find 'robot/(.+)'", lines[0])
     if unknown_robot:
         folders = [root / "robot" for root in config_roots()]
@@ -148,16 +148,6 @@ def _search_path(primary: Path) -> str:
     roots = config_roots()
     folders = [folder for folder in (*(root / "task" for root in roots), *roots) if folder != primary]
     return ",".join(f"'file://{folder}'" for folder in folders)  # quoted: a path may hold commas
-
-
-def _robot_config_file(name: str | None) -> Path | None:
-    """The file Hydra read for robot config ``name``: the first config root that has it."""
-    if name is None:
-        return None
-    for root in config_roots():
-        if (root / "robot" / f"{name}.yaml").is_file():
-            return root / "robot" / f"{name}.yaml"
-    return None
 
 
 def _override_hint(task: str, overrides: Sequence[str], key: str | None, message: str) -> str:

@@ -10,6 +10,7 @@ rebind it: the step is captured as a CUDA graph).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
@@ -32,6 +33,11 @@ class StatsRegistry(Protocol):
 
     def add_step_mean(self, name: str) -> torch.Tensor:
         """A 0-d accumulator the term adds one value into every step; reported as a mean per step."""
+        ...
+
+    def add_row_groups(self, prefix: str, names: Sequence[str], row_group: torch.Tensor) -> None:
+        """Also total ended episodes per group (``row_group (num_envs,)`` int64 names each row's
+        group): reported as ``<prefix>/<name>/episodes``, ``episode_length``, ``failure_rate``."""
         ...
 
 
@@ -63,7 +69,8 @@ class EnvView(Protocol):
       sim.model_fields: events randomize the rows they are given.
       reward_manager: ``weights (num_reward_terms,)``, which a curriculum may rescale (built
         before the event terms).
-      stats: publish device scalars (``register``, ``add_step_mean``) at construction.
+      stats: publish device scalars (``register``, ``add_step_mean``, ``add_row_groups``) at
+        construction.
     """
 
     num_envs: int

@@ -52,6 +52,20 @@ class RobotKinematics:
         ``assets/robots/g1/scene.xml`` (``paths.robot_asset``: the project's robots, then ``UNILAB_PATH``'s)."""
         return cls(mujoco.MjModel.from_xml_path(str(robot_asset(robot))))
 
+    def isaaclab_order(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Joint and body names in Isaac Lab's order: breadth first over the kinematic tree (PhysX's
+        articulation link order), children in the model's order, each body's joints with it.
+        MuJoCo numbers bodies depth first; an Isaac Lab recording without names is in this order."""
+        m = self.model
+        queue = [b for b in range(1, m.nbody) if m.body_parentid[b] == 0]
+        order: list[int] = []
+        while queue:
+            body = queue.pop(0)
+            order.append(body)
+            queue += [c for c in range(body + 1, m.nbody) if m.body_parentid[c] == body]
+        joints = [j for b in order for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]) if j > 0]
+        return tuple(m.joint(j).name for j in joints), tuple(m.body(b).name for b in order)
+
     @property
     def num_joints(self) -> int:
         return len(self.joint_names)

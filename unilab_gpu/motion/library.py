@@ -10,7 +10,7 @@ import torch
 
 from unilab_gpu.motion.clip import MotionClip
 from unilab_gpu.motion.names import column_order
-from unilab_gpu.motion.validation import MIN_FRAMES, MotionFormatError
+from unilab_gpu.motion.validation import MIN_FRAMES, MotionFormatError, check_weights
 
 
 class MotionFrame(NamedTuple):
@@ -38,7 +38,8 @@ class MotionLibrary:
     is a table attribute of shape ``(F, ...)``: ``joint_pos (F, J)``, ``joint_vel (F, J)``,
     ``root_pos (F, 3)``, ``root_quat (F, 4)``, ``root_lin_vel (F, 3)``, ``root_ang_vel (F, 3)``,
     ``body_pos_w (F, Bt, 3)``, ``body_quat_w (F, Bt, 4)``, ``body_lin_vel_w (F, Bt, 3)``,
-    ``body_ang_vel_w (F, Bt, 3)``; plus ``clip_start (C,)`` and ``clip_length (C,)`` int64.
+    ``body_ang_vel_w (F, Bt, 3)``; plus ``clip_start (C,)`` and ``clip_length (C,)`` int64 and
+    ``clip_weight (C,)`` float32 (how much more often the start samplers draw each clip's frames).
 
     Args:
         clips: canonical clips, all at the same frame rate (the control rate).
@@ -47,13 +48,17 @@ class MotionLibrary:
         body_names: the bodies the task reads, in the order it wants them (``Bt`` of them);
             default: all of the first clip's bodies.
         device: where the tables live.
+        clip_names: a name per clip (statistics keys); default ``clip0``, ``clip1``, ...
+        clip_weights: a weight > 0 per clip; default all 1.
 
     Raises:
-        MotionFormatError: no clips, differing frame rates, or joint/body names a clip lacks.
+        MotionFormatError: no clips, differing frame rates, joint/body names a clip lacks, or
+            names or weights of the wrong number.
     """
 
     joint_names: tuple[str, ...]
     body_names: tuple[str, ...]
+    clip_names: tuple[str, ...]
     joint_pos: torch.Tensor
     joint_vel: torch.Tensor
     root_pos: torch.Tensor
@@ -66,6 +71,7 @@ class MotionLibrary:
     body_ang_vel_w: torch.Tensor
     clip_start: torch.Tensor
     clip_length: torch.Tensor
+    clip_weight: torch.Tensor
 
     def __init__(
         self,
@@ -73,9 +79,15 @@ class MotionLibrary:
         joint_names: Sequence[str] | None = None,
         body_names: Sequence[str] | None = None,
         device: str | torch.device = "cpu",
+        clip_names: Sequence[str] | None = None,
+        clip_weights: Sequence[float] | None = None,
     ) -> None:
         if not clips:
             raise MotionFormatError("MotionLibrary needs at least one clip")
+        if clip_names is not None and len(clip_names) != len(clips):
+            raise MotionFormatError(f"'clip_names' has {len(clip_names)} names, expected {len(clips)} (one per clip)")
+        weights = [1.0] * len(clips) if clip_weights is None else check_weights(clip_weights, len(clips),
+                                                                                "clip_weights", "clip")  # fmt: skip
         fps = clips[0].fps
         for i, clip in enumerate(clips):
             if clip.num_frames < MIN_FRAMES:
@@ -99,6 +111,8 @@ class MotionLibrary:
         lengths = np.array([clip.num_frames for clip in clips], dtype=np.int64)
         self.clip_length = torch.as_tensor(lengths, device=self.device)
         self.clip_start = torch.as_tensor(np.concatenate(([0], np.cumsum(lengths)[:-1])), device=self.device)
+        self.clip_weight = torch.tensor(weights, dtype=torch.float32, device=self.device)
+        self.clip_names = tuple(f"clip{i}" for i in range(len(clips))) if clip_names is None else tuple(clip_names)
         self.num_clips = len(clips)
         self.num_frames = int(lengths.sum())
 

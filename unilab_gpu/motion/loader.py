@@ -56,6 +56,7 @@ def load_motion(
     *,
     kinematics: RobotKinematics,
     derive_velocities: bool = False,
+    order: str = "auto",
 ) -> MotionClip:
     """Load a motion file as a canonical clip of the robot whose ``kinematics`` are given.
 
@@ -68,6 +69,10 @@ def load_motion(
         kinematics: the robot model, e.g. ``RobotKinematics.from_robot("g1")``; the file's joints
             and bodies are mapped to it by name.
         derive_velocities: ignore the file's velocities and derive them from the poses.
+        order: the order of unnamed joint and body columns (BeyondMimic files name none):
+            ``"mjcf"`` (the model's, as mjlab writes them), ``"isaaclab_bfs"`` (Isaac Lab's
+            breadth-first order, as BeyondMimic's Isaac Lab scripts write them) or ``"auto"``
+            (the one whose forward kinematics matches the file's body positions).
 
     Raises:
         MotionFormatError: the file is malformed; the message names the field.
@@ -75,7 +80,7 @@ def load_motion(
     """
     try:
         source = read_source(path, format, input_fps)
-        return build_clip(source, kinematics, fps=fps, derive_velocities=derive_velocities)
+        return build_clip(source, kinematics, fps=fps, derive_velocities=derive_velocities, order=order)
     except MotionFormatError as error:  # name the file: it may be one of many in a config
         if str(path) in str(error):
             raise

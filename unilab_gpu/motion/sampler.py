@@ -11,6 +11,9 @@ the generator. ``torch.compile`` cannot trace calls that take an explicit genera
 code compiled with ``fullgraph=True`` draws the numbers outside and calls
 :meth:`StartSampler.place` (pure tensor math) inside; with the default generator, ``sample``
 compiles as it is. ``update`` always does.
+
+Clip weights (``MotionLibrary.clip_weight``) scale how often each clip's frames are drawn; with
+all weights equal every sampler draws exactly as without weights.
 """
 
 from __future__ import annotations
@@ -50,23 +53,37 @@ class StartSampler:
 
 
 class UniformStartSampler(StartSampler):
-    """Every frame of every clip equally likely (so a clip's share is proportional to its length).
+    """Every frame of a clip equally likely, each frame of clip ``c`` with probability proportional
+    to its weight ``w_c`` (so clip ``c``'s share is ``w_c · length_c / Σ w · length``).
 
-    Rows come from float32 uniforms, exact for tables of up to 2**24 frames (93 hours at 50 fps).
+    The table is laid out as consecutive intervals of width ``w_c`` per frame; ``u`` picks a point
+    on it (one float32 uniform: exact for up to 2**24 frames of weight 1, 93 hours at 50 fps).
     """
+
+    def __init__(self, library: MotionLibrary, generator: torch.Generator | None = None) -> None:
+        super().__init__(library, generator)
+        mass = library.clip_weight * library.clip_length
+        self._mass_start = torch.cumsum(mass, dim=0) - mass  # (C,) where each clip's interval starts
+        self._mass_total = float(mass.sum())
 
     def place(self, u: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         lib = self.library
-        row = (u * lib.num_frames).long().clamp_max(lib.num_frames - 1)
-        clip = torch.searchsorted(lib.clip_start, row, right=True) - 1
-        return clip, row - lib.clip_start[clip]
+        point = u * self._mass_total
+        clip = (torch.searchsorted(self._mass_start, point, right=True) - 1).clamp(0, lib.num_clips - 1)
+        frame = ((point - self._mass_start[clip]) / lib.clip_weight[clip]).long()
+        return clip, torch.minimum(frame.clamp_min(0), lib.clip_length[clip] - 1)
 
 
 class ClipStartSampler(StartSampler):
-    """A uniformly chosen clip, from its first frame."""
+    """A clip drawn with probability proportional to its weight, from its first frame."""
+
+    def __init__(self, library: MotionLibrary, generator: torch.Generator | None = None) -> None:
+        super().__init__(library, generator)
+        self._weight_end = torch.cumsum(library.clip_weight, dim=0)  # (C,)
 
     def place(self, u: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        clip = (u * self.library.num_clips).long().clamp_max(self.library.num_clips - 1)
+        point = u * self._weight_end[-1]
+        clip = torch.searchsorted(self._weight_end, point, right=True).clamp_max(self.library.num_clips - 1)
         return clip, torch.zeros_like(clip)
 
 
@@ -74,11 +91,16 @@ class AdaptiveStartSampler(StartSampler):
     """Start more often where episodes fail, after BeyondMimic's adaptive sampling (Liao et al., 2025).
 
     Each clip is cut into bins of ``bin_seconds`` (the last one may be shorter); the ``K`` bins of
-    all clips are numbered clip by clip. ``failure_ema (K,)`` tracks failures per bin:
-    on every :meth:`update`, ``ema ← (1 − ema_rate) · ema + ema_rate · n`` with ``n`` the failed,
-    valid episodes that ended in the bin. The bin distribution is
+    all clips are numbered clip by clip, so ``failure_ema (K,)`` holds the failure statistics per
+    clip and per time bin (``clip_bins (C,)``: how many bins each clip has). On every
+    :meth:`update`, ``ema ← (1 − ema_rate) · ema + ema_rate · n`` with ``n`` the failed, valid
+    episodes that ended in the bin. With ``w (K,)`` the weight of each bin's clip, the bin
+    distribution is
 
-        p = (1 − uniform_ratio) · ema / Σ ema + uniform_ratio / K     (uniform while Σ ema = 0)
+        p = (1 − uniform_ratio) · w·ema / Σ w·ema + uniform_ratio · w / Σ w
+
+    (the failure share uniform while Σ ema = 0); with equal weights, BeyondMimic's
+    ``(1 − uniform_ratio) · ema / Σ ema + uniform_ratio / K``.
 
     A bin is drawn by inverse-CDF sampling (cumsum + searchsorted), then a frame uniformly inside
     it. ``entropy ()`` (nats; ``log K`` when uniform) and ``top_bin ()`` (most likely bin) are
@@ -126,6 +148,9 @@ class AdaptiveStartSampler(StartSampler):
         self.bin_first_frame = torch.tensor(bin_first, dtype=torch.int64, device=dev)
         self.bin_length = torch.tensor(bin_length, dtype=torch.int64, device=dev)
         self.clip_first_bin = torch.tensor(offsets, dtype=torch.int64, device=dev)
+        self.clip_bins = torch.tensor(per_clip, dtype=torch.int64, device=dev)
+        self._bin_weight = library.clip_weight[self.bin_clip]
+        self._uniform = self._bin_weight / self._bin_weight.sum()
         self.failure_ema = torch.zeros(self.num_bins, device=dev)
         self.probabilities = torch.zeros(self.num_bins, device=dev)
         self.cdf = torch.zeros(self.num_bins, device=dev)
@@ -135,16 +160,24 @@ class AdaptiveStartSampler(StartSampler):
         self._refresh()
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        """What the sampler has learned (failure rates per bin): a resumed run starts from it."""
-        return {"failure_ema": self.failure_ema.detach().clone()}
+        """What the sampler has learned (failure rates per clip and bin), with the bins per clip
+        they belong to: a resumed run starts from it."""
+        return {"failure_ema": self.failure_ema.detach().clone(), "clip_bins": self.clip_bins.detach().clone()}
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        """Restore :meth:`state_dict` in place (same addresses, so a captured step keeps working)."""
+        """Restore :meth:`state_dict` in place (same addresses, so a captured step keeps working).
+        A state without ``clip_bins`` (saved before it was kept) is checked by its bin count only."""
         saved = state["failure_ema"]
         if tuple(saved.shape) != (self.num_bins,):
             raise ValueError(
                 f"adaptive sampler state has {tuple(saved.shape)} bins, this motion library {self.num_bins}: "
                 "resume with the motion files of the run"
+            )
+        bins = state.get("clip_bins")
+        if bins is not None and bins.tolist() != self.clip_bins.tolist():
+            raise ValueError(
+                f"adaptive sampler state has {bins.tolist()} bins per clip, this motion library "
+                f"{self.clip_bins.tolist()}: resume with the motion files of the run, in the same order"
             )
         self.failure_ema.copy_(saved)
         self._refresh()
@@ -157,10 +190,10 @@ class AdaptiveStartSampler(StartSampler):
         return self.clip_first_bin[clip] + torch.div(frame, self.frames_per_bin, rounding_mode="floor")
 
     def _refresh(self) -> None:
-        total = self.failure_ema.sum()
-        uniform = 1.0 / self.num_bins
-        weights = torch.where(total > 0, self.failure_ema / total.clamp_min(1e-30), uniform)
-        self.probabilities.copy_((1.0 - self.uniform_ratio) * weights + self.uniform_ratio * uniform)
+        weighted = self._bin_weight * self.failure_ema
+        total = weighted.sum()
+        failures = torch.where(total > 0, weighted / total.clamp_min(1e-30), self._uniform)
+        self.probabilities.copy_((1.0 - self.uniform_ratio) * failures + self.uniform_ratio * self._uniform)
         torch.cumsum(self.probabilities, dim=0, out=self.cdf)
         p = self.probabilities
         self.entropy.copy_(-(p * torch.log(p.clamp_min(1e-30))).sum())

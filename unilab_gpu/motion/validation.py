@@ -238,3 +238,26 @@ def frame_count(data: Mapping[str, Any], key: str, source: str) -> int:
     if len(shape) < 2 or shape[0] < 1:
         raise MotionFormatError(f"'{key}' has shape {shape}, expected (frames >= 1, ...)")
     return shape[0]
+
+
+def check_weights(weights: Sequence[float], count: int, key: str, per: str) -> list[float]:
+    """``weights`` as floats: ``count`` of them (one ``per`` item), each finite and > 0.
+
+    Raises:
+        MotionFormatError: naming ``key``, e.g. ``'motion_weights' has 3 weights, expected 2 (one
+            per motion_files entry)`` or ``'motion_weights[1]' must be a finite number > 0, got 0``.
+    """
+    if isinstance(weights, str) or not isinstance(weights, Sequence):
+        raise MotionFormatError(f"'{key}' must be a list of {count} numbers > 0 (one per {per}), got {weights!r}")
+    if len(weights) != count:
+        raise MotionFormatError(f"'{key}' has {len(weights)} weights, expected {count} (one per {per})")
+    out = []
+    for i, weight in enumerate(weights):
+        try:
+            value = float(weight)
+        except (TypeError, ValueError):
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise MotionFormatError(f"'{key}[{i}]' must be a finite number > 0, got {weight!r}")
+        out.append(value)
+    return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -17,6 +16,7 @@ from unilab_gpu.motion import (
     load_motion,
     synthesize_clip,
 )
+from unilab_gpu.motion.motion_set import resolve_motion_set
 from unilab_gpu.utils.ranges import clamp_to, low_and_span
 from unilab_gpu.utils.rotations import (
     quat_apply,
@@ -67,9 +67,17 @@ class MotionCommand:
     by failure rate per 1 s bin by default) and overwrites the staged default pose with the
     reference state there plus noise. All of it touches only the compacted reset rows.
 
+    With two or more clips, ``stats.summary()`` also holds ``motion/<clip>/episodes``,
+    ``motion/<clip>/episode_length`` and ``motion/<clip>/failure_rate`` per clip (named by
+    ``motion.motion_set.clip_names``).
+
     Args:
-      motion_files: motion files (any format ``load_motion`` reads), resampled to the control
-        rate. Empty: one synthetic clip of ``synthetic_seconds`` is generated at construction.
+      motion_files: the motion set: files (any format ``load_motion`` reads), folders (every
+        ``.npz`` / ``.csv`` in it) and globs (``clips/**/*.npz``), as a list. Every
+        clip is resampled to the control rate and mapped onto the robot by joint and body name.
+        Empty: one synthetic clip of ``synthetic_seconds`` is generated at construction.
+      motion_weights: one weight > 0 per ``motion_files`` entry, applied to each clip it yields:
+        the start samplers draw that clip's frames ``weight`` times as often (default: all 1).
       body_ids: MuJoCo ids of the tracked bodies (``body_names`` in the YAML).
       anchor_body: the tracked body whose pose anchors the relative targets (``torso_link``).
       sampling: ``adaptive``, ``uniform`` or ``start`` (every episode from frame 0 of a clip).
@@ -90,6 +98,7 @@ class MotionCommand:
         body_ids: torch.Tensor,
         anchor_body: str = "torso_link",
         motion_files: list[str] | None = None,
+        motion_weights: list[float] | None = None,
         synthetic_seconds: float = 10.0,
         synthetic_seed: int = 0,
         sampling: str = "adaptive",
@@ -118,17 +127,25 @@ class MotionCommand:
 
         fps = 1.0 / env.step_dt
         kinematics = RobotKinematics(env.sim.mj_model)
-        if isinstance(motion_files, str):  # iterating it would read one character per "file"
-            raise ValueError(
-                f"commands.motion.params.motion_files must be a list of paths, e.g. motion_files=[{motion_files}], "
-                f"got the string {motion_files!r}"
-            )
         if motion_files:
-            clips = [load_motion(Path(f).expanduser(), fps=fps, kinematics=kinematics) for f in motion_files]
+            where = "commands.motion.params"
+            motion_set = resolve_motion_set(
+                motion_files, motion_weights, key=f"{where}.motion_files", weights_key=f"{where}.motion_weights"
+            )
+            clips = [load_motion(c.path, fps=fps, kinematics=kinematics) for c in motion_set]
+            names, weights = [c.name for c in motion_set], [c.weight for c in motion_set]
         else:
+            if motion_weights is not None:
+                raise ValueError("commands.motion.params.motion_weights needs motion_files (one weight per entry)")
             clips = [synthesize_clip(synthetic_seconds, synthetic_seed, fps=fps, kinematics=kinematics)]
+            names, weights = ["synthetic"], None
         self.library = MotionLibrary(
-            clips, joint_names=env.robot.joint_names, body_names=self.body_names, device=device
+            clips,
+            joint_names=env.robot.joint_names,
+            body_names=self.body_names,
+            device=device,
+            clip_names=names,
+            clip_weights=weights,
         )
         self.sampler = SAMPLERS[sampling](self.library, **(adaptive or {}) if sampling == "adaptive" else {})
 
@@ -168,6 +185,8 @@ class MotionCommand:
         if isinstance(self.sampler, AdaptiveStartSampler):
             env.stats.register("motion/sampling_entropy", self.sampler.entropy)
             env.stats.register("motion/sampling_top_bin", self.sampler.top_bin)
+        if self.library.num_clips > 1:  # one clip's totals are the episode statistics themselves
+            env.stats.add_row_groups("motion", self.library.clip_names, self.clip)
         self._metrics = {name: env.stats.add_step_mean(key) for name, key in TRACKING_METRICS.items()}
         self._row_errors = {name: torch.zeros(n, device=device) for name in (*TRACKING_METRICS, "anchor_pos_error")}
 

@@ -1,0 +1,102 @@
+"""A BeyondMimic ``.npz`` recorded in Isaac Lab stores joints and bodies in Isaac Lab's breadth-first
+order without names: loaded by declaring the order or detecting it by forward kinematics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from unilab_gpu.cli.motion import main
+from unilab_gpu.motion import MotionFormatError, RobotKinematics, load_motion, synthesize_clip
+
+REAL_CLIP = Path(__file__).resolve().parents[1].parent / "shared" / "motions" / "g1" / "largebox_carry.npz"
+
+ISAACLAB_G1_JOINTS = [
+    "left_hip_pitch_joint", "right_hip_pitch_joint", "waist_yaw_joint", "left_hip_roll_joint",
+    "right_hip_roll_joint", "waist_roll_joint", "left_hip_yaw_joint", "right_hip_yaw_joint", "waist_pitch_joint",
+    "left_knee_joint", "right_knee_joint", "left_shoulder_pitch_joint", "right_shoulder_pitch_joint",
+    "left_ankle_pitch_joint", "right_ankle_pitch_joint", "left_shoulder_roll_joint", "right_shoulder_roll_joint",
+    "left_ankle_roll_joint", "right_ankle_roll_joint", "left_shoulder_yaw_joint", "right_shoulder_yaw_joint",
+    "left_elbow_joint", "right_elbow_joint", "left_wrist_roll_joint", "right_wrist_roll_joint",
+    "left_wrist_pitch_joint", "right_wrist_pitch_joint", "left_wrist_yaw_joint", "right_wrist_yaw_joint",
+]  # fmt: skip
+"""The G1's joint order in Isaac Lab (BeyondMimic's and unitree_rl_lab's G1 29-DoF policies list
+their joints in it): breadth first over the kinematic tree."""
+
+
+@pytest.fixture(scope="module")
+def g1():
+    return RobotKinematics.from_robot("g1")
+
+
+@pytest.fixture(scope="module", params=["synthetic", "largebox_carry"])
+def clip(request, g1):
+    if request.param == "synthetic":
+        return synthesize_clip(seconds=2.0, seed=6, kinematics=g1)
+    if not REAL_CLIP.is_file():
+        pytest.skip(f"the real clip is not at {REAL_CLIP}")
+    return load_motion(REAL_CLIP, kinematics=g1)
+
+
+def _isaaclab_npz(clip, path: Path, joints: list[str], bodies: list[str]) -> Path:
+    """``clip`` as BeyondMimic's Isaac Lab script writes it: no names, columns in Isaac Lab's order."""
+    j = [clip.joint_names.index(n) for n in joints]
+    b = [clip.body_names.index(n) for n in bodies]
+    fields = ("body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
+    np.savez(path, fps=np.array([clip.fps]), joint_pos=clip.joint_pos[:, j], joint_vel=clip.joint_vel[:, j],
+             **{name: getattr(clip, name)[:, b] for name in fields})  # fmt: skip
+    return path
+
+
+def _breadth_first_bodies(g1) -> list[str]:
+    """Breadth first over the body tree, written out here from the parent ids (MuJoCo C)."""
+    parent = g1.model.body_parentid
+    levels, frontier = [], [0]
+    while frontier:
+        frontier = [b for b in range(1, g1.model.nbody) if parent[b] in frontier]
+        levels += frontier
+    return [g1.model.body(b).name for b in levels]
+
+
+def test_the_breadth_first_order_is_isaac_labs(g1) -> None:
+    joints, bodies = g1.isaaclab_order()
+    assert list(joints) == ISAACLAB_G1_JOINTS
+    assert list(bodies) == _breadth_first_bodies(g1)
+    assert bodies[:4] == ("pelvis", "left_hip_pitch_link", "right_hip_pitch_link", "waist_yaw_link")
+
+
+def test_an_isaaclab_file_is_detected_and_loads_as_the_clip(g1, clip, tmp_path) -> None:
+    path = _isaaclab_npz(clip, tmp_path / "isaaclab.npz", ISAACLAB_G1_JOINTS, _breadth_first_bodies(g1))
+    for order in ("auto", "isaaclab_bfs"):
+        loaded = load_motion(path, fps=None, kinematics=g1, order=order)
+        # The format's root velocities are body 0's (the real clip's own root velocities differ).
+        root_vel = {"root_lin_vel": clip.body_lin_vel_w[:, 0], "root_ang_vel": clip.body_ang_vel_w[:, 0]}
+        expected = {**clip.arrays(), **root_vel}
+        for name, value in expected.items():
+            np.testing.assert_allclose(getattr(loaded, name), value, atol=1e-12, err_msg=f"{order}: {name}")
+    with pytest.raises(MotionFormatError, match=r"'body_pos_w' at frame \d+, body '.*': \[.*\] m is .* m from"):
+        load_motion(path, fps=None, kinematics=g1, order="mjcf")
+
+
+def test_a_model_order_file_still_loads(g1, clip, tmp_path) -> None:
+    path = _isaaclab_npz(clip, tmp_path / "mjlab.npz", list(g1.joint_names), list(g1.body_names))
+    loaded = load_motion(path, fps=None, kinematics=g1)
+    np.testing.assert_allclose(loaded.joint_pos, clip.joint_pos, atol=1e-12)
+    np.testing.assert_allclose(loaded.body_pos_w, clip.body_pos_w, atol=1e-12)
+
+
+def test_cli_order_option(g1, tmp_path, capsys) -> None:
+    clip = synthesize_clip(seconds=1.0, seed=7, kinematics=g1)
+    path = _isaaclab_npz(clip, tmp_path / "isaaclab.npz", ISAACLAB_G1_JOINTS, _breadth_first_bodies(g1))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["convert", str(path), str(tmp_path / "out.npz"), "--order", "mjcf"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and len(err.strip().splitlines()) == 1 and "'body_pos_w' at frame" in err
+    assert not (tmp_path / "out.npz").exists()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["convert", str(path), str(tmp_path / "out.npz"), "--order", "isaaclab_bfs"])
+        raise SystemExit(0)
+    assert exit_info.value.code == 0
+    np.testing.assert_allclose(load_motion(tmp_path / "out.npz", kinematics=g1).joint_pos, clip.joint_pos, atol=1e-12)
