@@ -7,7 +7,9 @@ key for key and in the same order (the order of terms is the order of the observ
 The only key they gain is ``robot``, the robot config itself. When actions became terms (issue 35)
 the snapshots' ``actions`` sections alone were rewritten mechanically into the term form
 (``kind`` -> ``func``; ``actuator_names`` and every other non-default key -> ``params``; ``clip``
-kept), every other key untouched.
+kept), every other key untouched. When the tracking command took motion sets (issue 33) the
+tracking snapshots gained its one new parameter, ``motion_weights: null`` (every clip weight 1,
+the old behaviour).
 """
 
 from __future__ import annotations
