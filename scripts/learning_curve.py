@@ -330,13 +330,15 @@ def run(args: argparse.Namespace) -> dict:
         trainer.train(lambda: time.perf_counter() > deadline)
         train_seconds = time.perf_counter() - train_start
         recorder.close()
+        if args.keep_run is not None:
+            # Saved before the evaluation, which builds a fresh env from configs/ as they are now:
+            # a failure there (a config edited during a long run) must not lose the trained policy.
+            built.save()  # the trained policy, for unilab-play or a resume
         trained = evaluation(args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1)
         if clean:
             trained["clean_eval"] = clean_evaluation(
                 args.task, env_overrides, trainer.agent, args.clean_eval_envs, cfg.device, args.seed + 1, True
             )
-        if args.keep_run is not None:
-            built.save()  # the trained policy, for unilab-play or a resume
     for metrics in TASK_METRICS.values():
         by_age, first = age_keys(metrics.by_age)
         if by_age in untrained:

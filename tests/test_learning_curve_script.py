@@ -121,6 +121,32 @@ def test_kept_run_holds_the_evaluated_policy(tmp_path) -> None:
     assert again["summary"]["episode/return"] != pytest.approx(returns["untrained"], rel=1e-3)
 
 
+def test_kept_run_keeps_the_trained_policy_when_the_evaluation_fails(tmp_path, monkeypatch) -> None:
+    # The final evaluation builds a fresh env from configs/ as they are then; if that fails after a
+    # long run (configs edited meanwhile), the trained checkpoint is already in the kept folder.
+    lc = load_script("learning_curve")
+    run_dir = tmp_path / "run"
+    evaluate = lc.evaluation
+    calls = []
+
+    def evaluation_that_fails_after_training(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise ValueError("task 'pendulum': bad key")
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(lc, "evaluation", evaluation_that_fails_after_training)
+    argv = [
+        *("--task", "pendulum", "--algo", "sac", "--env-steps", "64", "--num-envs", "4", "--eval-envs", "2"),
+        *("--log-every", "8", "--keep-run", str(run_dir), "--out", str(tmp_path / "r.json"), "--"),
+        *("algo.batch_size=32", "algo.warmup_steps=4", "algo.compile=false"),
+        *("algo.actor_hidden_dims=[16]", "algo.critic_hidden_dims=[16]"),
+    ]
+    with pytest.raises(ValueError, match="bad key"):
+        lc.main(argv)
+    assert load_checkpoint(run_dir)["trainer"]["env_steps"] == 64
+
+
 def _refused(lc, capsys, argv: list[str]) -> str:
     """The one stderr line of a run of the script that must stop with status 2."""
     with pytest.raises(SystemExit) as stopped:
