@@ -25,6 +25,7 @@ import mujoco
 import numpy as np
 import pytest
 import torch
+from motion_helpers import REAL_CLIP
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
@@ -50,7 +51,6 @@ TASKS = {
     "g1_velocity_play": [],
     "g1_tracking_play": ["events.foot_friction=null"],  # play keeps it: a per-world friction MuJoCo C lacks
 }
-SHARED_CLIP = Path("/work/shared/motions/g1/largebox_carry.npz")
 
 
 class Case:
@@ -395,12 +395,12 @@ def test_runtime_imports_only_numpy_mujoco_onnxruntime(cases, tmp_path) -> None:
     assert result.stdout.split() == ["98", "[]"]
 
 
-@pytest.mark.skipif(not SHARED_CLIP.is_file(), reason="the shared motion clip is not on this machine")
+@pytest.mark.skipif(not REAL_CLIP.is_file(), reason="the shared motion clip is not on this machine")
 def test_shared_holosoma_clip_converts_for_the_runtime(cases) -> None:
     case = cases["g1_tracking_play"]
-    reference, name = load_reference(case.policy.metadata, case.model, str(SHARED_CLIP))
+    reference, name = load_reference(case.policy.metadata, case.model, str(REAL_CLIP))
     controller = Controller(case.policy, case.model, reference)
-    assert name == str(SHARED_CLIP) and controller.reference.fps == 50.0
+    assert name == str(REAL_CLIP) and controller.reference.fps == 50.0
     assert controller.reference.num_frames > 100
 
 

@@ -4,8 +4,8 @@ import json
 
 import numpy as np
 import pytest
+from motion_helpers import run_motion_cli
 
-from unilab_gpu.cli.motion import main
 from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.loader import load_motion
 from unilab_gpu.motion.synthetic import synthesize_clip
@@ -13,21 +13,13 @@ from unilab_gpu.motion.synthetic import synthesize_clip
 G1 = RobotKinematics.from_robot("g1")
 
 
-def _run(capsys, *argv):
-    with pytest.raises(SystemExit) as exc:
-        main(list(argv))
-        raise SystemExit(0)
-    out = capsys.readouterr()
-    return exc.value.code or 0, out.out, out.err
-
-
 def test_synth_then_info(tmp_path, capsys):
     out_path = tmp_path / "synth.npz"
-    code, out, _ = _run(capsys, "synth", str(out_path), "--seconds", "1.5", "--seed", "3")
+    code, out, _ = run_motion_cli(capsys, "synth", str(out_path), "--seconds", "1.5", "--seed", "3")
     assert code == 0 and "76 frames at 50 fps (1.50 s) of robot g1" in out
     reference = synthesize_clip(seconds=1.5, seed=3, kinematics=G1)
     np.testing.assert_array_equal(load_motion(out_path, kinematics=G1).body_pos_w, reference.body_pos_w)
-    code, out, _ = _run(capsys, "info", str(out_path))
+    code, out, _ = run_motion_cli(capsys, "info", str(out_path))
     assert code == 0
     assert json.loads(out) == {"frames": 76, "fps": 50.0, "duration_s": 1.5, "joints": 29, "bodies": 30,
                                "format": "canonical", "robot": "g1"}  # fmt: skip
@@ -38,11 +30,11 @@ def test_convert_csv_resamples_to_50_fps(tmp_path, capsys):
     quat_xyzw = np.concatenate((clip30.root_quat[:, 1:], clip30.root_quat[:, :1]), axis=1)
     csv = tmp_path / "m.csv"
     np.savetxt(csv, np.concatenate((clip30.root_pos, quat_xyzw, clip30.joint_pos), axis=1), delimiter=",")
-    code, out, _ = _run(capsys, "info", str(csv), "--input-fps", "30")
+    code, out, _ = run_motion_cli(capsys, "info", str(csv), "--input-fps", "30")
     info = json.loads(out)
     assert code == 0 and (info["frames"], info["fps"], info["format"]) == (31, 30.0, "csv")
     out_path = tmp_path / "m.npz"
-    code, out, _ = _run(capsys, "convert", str(csv), str(out_path), "--input-fps", "30")
+    code, out, _ = run_motion_cli(capsys, "convert", str(csv), str(out_path), "--input-fps", "30")
     assert code == 0 and "51 frames at 50 fps" in out
     converted = load_motion(out_path, fps=None, kinematics=G1)
     assert converted.fps == 50.0 and converted.num_frames == 51
@@ -65,12 +57,12 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, argv, message):
     joint_pos[2, 0] = np.nan
     bodies = {k: getattr(clip, k) for k in ("body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")}
     np.savez(tmp_path / "nan.npz", fps=50, joint_pos=joint_pos, joint_vel=clip.joint_vel, **bodies)
-    code, _, err = _run(capsys, *(a.format(tmp=tmp_path) for a in argv))
+    code, _, err = run_motion_cli(capsys, *(a.format(tmp=tmp_path) for a in argv))
     assert code == 2
     assert err.startswith("unilab-motion: error: ") and message in err
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_bad_arguments_exit_2(capsys):
-    code, _, err = _run(capsys, "synth", "x.npz", "--seconds", "-1")
+    code, _, err = run_motion_cli(capsys, "synth", "x.npz", "--seconds", "-1")
     assert code == 2 and "must be positive" in err

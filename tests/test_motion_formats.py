@@ -1,18 +1,16 @@
 """Every supported motion format round-trips to the canonical clip; auto-detection; the real clip."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from motion_helpers import REAL_CLIP
 
 from unilab_gpu.motion import canonical
 from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.loader import load_motion, read_source
 from unilab_gpu.motion.synthetic import synthesize_clip
 from unilab_gpu.utils.rotations import quat_error_magnitude
-
-REAL_CLIP = Path(__file__).resolve().parents[1].parent / "shared" / "motions" / "g1" / "largebox_carry.npz"
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from motion_helpers import g1_test_clip
 
 from unilab_gpu.cli.motion import main
 from unilab_gpu.motion import MotionFormatError, RobotKinematics, load_motion, synthesize_clip
-
-REAL_CLIP = Path(__file__).resolve().parents[1].parent / "shared" / "motions" / "g1" / "largebox_carry.npz"
 
 ISAACLAB_G1_JOINTS = [
     "left_hip_pitch_joint", "right_hip_pitch_joint", "waist_yaw_joint", "left_hip_roll_joint",
@@ -33,11 +32,7 @@ def g1():
 
 @pytest.fixture(scope="module", params=["synthetic", "largebox_carry"])
 def clip(request, g1):
-    if request.param == "synthetic":
-        return synthesize_clip(seconds=2.0, seed=6, kinematics=g1)
-    if not REAL_CLIP.is_file():
-        pytest.skip(f"the real clip is not at {REAL_CLIP}")
-    return load_motion(REAL_CLIP, kinematics=g1)
+    return g1_test_clip(request.param, g1, seed=6)
 
 
 def _isaaclab_npz(clip, path: Path, joints: list[str], bodies: list[str]) -> Path:

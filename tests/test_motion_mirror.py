@@ -3,19 +3,16 @@ MuJoCo's forward kinematics of the mirrored joints; ``unilab-motion mirror``."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import mujoco
 import numpy as np
 import pytest
+from motion_helpers import g1_test_clip, run_motion_cli
 from robot_models import biped_xml
 
-from unilab_gpu.cli.motion import main
 from unilab_gpu.motion import MotionFormatError, RobotKinematics, build_clip, load_motion, save_motion, synthesize_clip
 from unilab_gpu.motion.mirror import RobotMirror
 from unilab_gpu.motion.source import MotionSource
 
-REAL_CLIP = Path(__file__).resolve().parents[1].parent / "shared" / "motions" / "g1" / "largebox_carry.npz"
 M = np.array([1.0, -1.0, 1.0])  # the reflection y -> -y
 
 
@@ -26,11 +23,7 @@ def g1():
 
 @pytest.fixture(scope="module", params=["synthetic", "largebox_carry"])
 def clip(request, g1):
-    if request.param == "synthetic":
-        return synthesize_clip(seconds=2.0, seed=4, kinematics=g1)
-    if not REAL_CLIP.is_file():
-        pytest.skip(f"the real clip is not at {REAL_CLIP}")
-    return load_motion(REAL_CLIP, kinematics=g1)
+    return g1_test_clip(request.param, g1, seed=4)
 
 
 def _fk(kin: RobotKinematics, clip):
@@ -137,25 +130,17 @@ def test_robots_that_cannot_be_mirrored_are_refused(replacements, message) -> No
         RobotMirror(_biped(**replacements))
 
 
-def _run(capsys, *argv):
-    with pytest.raises(SystemExit) as exc:
-        main(list(argv))
-        raise SystemExit(0)
-    out = capsys.readouterr()
-    return exc.value.code or 0, out.out, out.err
-
-
 def test_cli_mirror_writes_the_mirror_image(tmp_path, capsys, g1) -> None:
     clip = synthesize_clip(seconds=1.0, seed=2, fps=30.0, kinematics=g1)
     source = save_motion(clip, tmp_path / "walk.npz")
-    code, out, _ = _run(capsys, "mirror", str(source), str(tmp_path / "walk_mirrored.npz"))
+    code, out, _ = run_motion_cli(capsys, "mirror", str(source), str(tmp_path / "walk_mirrored.npz"))
     assert code == 0 and out.startswith(f"wrote {tmp_path / 'walk_mirrored.npz'}: the mirror image of {source}")
     assert "31 frames at 30 fps" in out  # at the file's own rate
     written = load_motion(tmp_path / "walk_mirrored.npz", fps=None, kinematics=g1)
     expected = RobotMirror(g1).mirror(clip)
     for name, value in expected.arrays().items():
         np.testing.assert_allclose(getattr(written, name), value, atol=1e-12, err_msg=name)
-    code, _, _ = _run(capsys, "mirror", str(tmp_path / "walk_mirrored.npz"), str(tmp_path / "back.npz"))
+    code, _, _ = run_motion_cli(capsys, "mirror", str(tmp_path / "walk_mirrored.npz"), str(tmp_path / "back.npz"))
     back = load_motion(tmp_path / "back.npz", fps=None, kinematics=g1)
     assert code == 0 and np.allclose(back.body_pos_w, clip.body_pos_w, atol=1e-12)
 
@@ -166,7 +151,7 @@ def test_cli_mirror_for_a_robot_without_pairs_writes_nothing(tmp_path, capsys, m
     (robot / "scene.xml").write_text(biped_xml().replace("left", "port").replace("right", "starboard"))
     monkeypatch.setenv("UNILAB_PATH", str(tmp_path / "user"))
     source = save_motion(_fk_clip(RobotKinematics.from_robot("plank")), tmp_path / "in.npz")
-    code, _, err = _run(capsys, "mirror", str(source), str(tmp_path / "out.npz"), "--robot", "plank")
+    code, _, err = run_motion_cli(capsys, "mirror", str(source), str(tmp_path / "out.npz"), "--robot", "plank")
     assert code == 2 and err.startswith("unilab-motion: error: the robot has no left/right joint pairs")
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out.npz").exists()
 
@@ -178,7 +163,7 @@ def test_cli_mirror_reads_the_pairs_the_robot_config_declares(tmp_path, capsys) 
         RobotMirror(go2)
     clip = synthesize_clip(seconds=1.0, seed=1, kinematics=go2)
     source = save_motion(clip, tmp_path / "trot.npz")
-    code, out, _ = _run(capsys, "mirror", str(source), str(tmp_path / "trot_mirrored.npz"), "--robot", "go2")
+    code, out, _ = run_motion_cli(capsys, "mirror", str(source), str(tmp_path / "trot_mirrored.npz"), "--robot", "go2")
     assert code == 0 and "of robot go2" in out
     written = load_motion(tmp_path / "trot_mirrored.npz", fps=None, kinematics=go2)
     names = go2.joint_names
@@ -201,7 +186,7 @@ def test_cli_mirror_of_a_user_robot_with_declared_pairs(tmp_path, capsys, monkey
     plank = RobotKinematics.from_robot("plank")
     clip = _fk_clip(plank)
     source = save_motion(clip, tmp_path / "in.npz")
-    code, _, _ = _run(capsys, "mirror", str(source), str(tmp_path / "out.npz"), "--robot", "plank")
+    code, _, _ = run_motion_cli(capsys, "mirror", str(source), str(tmp_path / "out.npz"), "--robot", "plank")
     written = load_motion(tmp_path / "out.npz", fps=None, kinematics=plank)
     port = plank.body_names.index("port_foot")
     assert code == 0

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
+from motion_helpers import REAL_CLIP
 
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.utils.sync_audit import no_host_sync
 
-REAL_CLIP = Path(__file__).resolve().parents[1].parent / "shared" / "motions" / "g1" / "largebox_carry.npz"
 QUIET = ["events.push=null", "commands.motion.params.synthetic_seconds=4.0"]
 NO_NOISE = [
     "commands.motion.params.pose_range=[[0,0],[0,0],[0,0],[0,0],[0,0],[0,0]]",
