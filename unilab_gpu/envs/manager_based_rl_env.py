@@ -180,8 +180,15 @@ class ManagerBasedRlEnv:
 
         # The region options and boundaries below work around torch.compile: docs/architecture.md,
         # "Compiler workarounds" (each, and the version it was seen on).
+        options = {"fallback_random": True, "reorder_for_locality": False}
+        if self.device.type == "cpu":
+            # Not a workaround, a cost: Python's wrapper around a region's kernels (a size check,
+            # an allocation and a release per buffer) costs more than the kernels at a few hundred
+            # rows; in C++ it is cheap. On CUDA the step is replayed as a graph, without wrappers.
+            options["cpp_wrapper"] = True
+
         def wrap(fn: Callable) -> Callable:
-            return maybe_compile(fn, compile, options={"fallback_random": True, "reorder_for_locality": False})
+            return maybe_compile(fn, compile, options=options)
 
         # Every region call costs a Python-level entry (guards, loading its inputs, the wrapper)
         # that dwarfs its kernels at a few hundred rows and runs on cold caches after physics:
