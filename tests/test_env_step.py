@@ -107,8 +107,10 @@ def test_more_ends_than_capacity_are_all_reset() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task,num_envs", [("pendulum", 6), ("g1_stand", 3), ("g1_tracking", 3)])
+@pytest.mark.parametrize("task,num_envs", [("pendulum", 6), ("g1_stand", 3), ("go2_velocity", 3), ("g1_tracking", 3)])
 def test_compiled_step_equals_eager(task: str, num_envs: int) -> None:
+    """Every region layout: evaluate ending with the final observations (no advancing command:
+    pendulum, stand, velocity with its randomized model rows), or an advance region (tracking)."""
     overrides = ["episode_length_s=0.5"]  # resets within the 50 steps
     envs = [make_env(task, num_envs=num_envs, overrides=overrides, seed=7, compile=c) for c in (False, True)]
     generator = torch.Generator().manual_seed(0)

@@ -180,15 +180,27 @@ class ManagerBasedRlEnv:
 
         # The region options and boundaries below work around torch.compile: docs/architecture.md,
         # "Compiler workarounds" (each, and the version it was seen on).
-        def wrap(fn: Callable) -> Callable:
-            return maybe_compile(fn, compile, options={"fallback_random": True, "reorder_for_locality": False})
+        options = {"fallback_random": True, "reorder_for_locality": False}
+        if self.device.type == "cpu":
+            # Not a workaround, a cost: Python's wrapper around a region's kernels (a size check,
+            # an allocation and a release per buffer) costs more than the kernels at a few hundred
+            # rows; in C++ it is cheap. On CUDA the step is replayed as a graph, without wrappers.
+            options["cpp_wrapper"] = True
 
+        def wrap(fn: Callable) -> Callable:
+            return maybe_compile(fn, compile, options=options)
+
+        # Every region call costs a Python-level entry (guards, loading its inputs, the wrapper)
+        # that dwarfs its kernels at a few hundred rows and runs on cold caches after physics:
+        # the step has as few regions as the workarounds allow.
+        self._advance_apart = self.command_manager.advances
+        """Whether a command's ``advance`` runs in a region of its own after evaluate (with the
+        final observations); without one, evaluate ends with the final observations."""
         self._apply_actions = wrap(self._apply_actions_eager)
         self._evaluate = wrap(self._evaluate_eager)
-        self._advance_commands = wrap(self._advance_commands_eager)
-        self._observe_final = wrap(self._observe_final_eager)
+        self._advance_and_observe_final = wrap(self._advance_and_observe_final_eager)
         self._stage_resets = wrap(self._stage_resets_eager)
-        self._finish_resets = wrap(self._finish_resets_eager)
+        self._finish_resets_and_observe = wrap(self._finish_resets_and_observe_eager)
         self._observe = wrap(self._observe_eager)
         self._graph: CudaGraph | None = None
         self.capture_mode = capture
@@ -353,13 +365,12 @@ class ManagerBasedRlEnv:
         self.sim.refresh()
         mark("refresh")
         self._evaluate()
-        self._advance_commands()
-        if self.cfg.final_obs:
-            self._observe_final()
+        if self._advance_apart:
+            self._advance_and_observe_final()
         mark("evaluate")
-        self._reset_selected_rows()
+        self._stage_and_write_resets()
         mark("reset")
-        self._observe(self._compactor.reset_mask, self.cfg.final_obs)
+        self._finish_resets_and_observe(self._compactor.reset_mask, self.cfg.final_obs)
         mark("observe")
 
     def set_actions(self, actions: torch.Tensor) -> None:
@@ -378,12 +389,11 @@ class ManagerBasedRlEnv:
             )
         self._action_in.copy_(actions.detach())
 
-    def _reset_selected_rows(self) -> None:
+    def _stage_and_write_resets(self) -> None:
         staging = self.reset_staging
         self._stage_resets()
         self.sim.write_rows(staging.env_ids, staging.qpos, staging.qvel)
         self.sim.refresh(staging.env_ids)
-        self._finish_resets()
 
     def _apply_actions_eager(self) -> None:
         self.action_manager.process(self._action_in)
@@ -422,9 +432,13 @@ class ManagerBasedRlEnv:
         )
         self._compactor.compact(ended)
         self.stats.count_deferred(self._compactor.pending)
+        if not self._advance_apart:
+            self._advance_and_observe_final_eager()
 
-    def _advance_commands_eager(self) -> None:
+    def _advance_and_observe_final_eager(self) -> None:
         self.command_manager.advance(self)  # the next observation shows what the next step scores
+        if self.cfg.final_obs:
+            self._observe_final_eager()
 
     def _observe_final_eager(self) -> None:
         self.observation_manager.compute_final(self)
@@ -441,6 +455,10 @@ class ManagerBasedRlEnv:
         staging.begin(self.robot.default_qpos)
         self.command_manager.reset(staging)
         self.event_manager.apply_reset(self, staging)
+
+    def _finish_resets_and_observe_eager(self, reset_mask: torch.Tensor, after_final: bool) -> None:
+        self._finish_resets_eager()
+        self._observe_eager(reset_mask, after_final)
 
     def _finish_resets_eager(self) -> None:
         ids = self.reset_staging.env_ids
@@ -518,7 +536,8 @@ class ManagerBasedRlEnv:
         for start in range(0, n, k):
             ids = torch.arange(start, start + k, device=self.device).clamp_(max=n)  # pad with n
             self.reset_staging.env_ids.copy_(ids)
-            self._reset_selected_rows()
+            self._stage_and_write_resets()
+            self._finish_resets_eager()  # cold path: not worth a compiled region of its own
         self._compactor.clear_pending()
         self.sim.refresh()
         if self.cfg.randomize_initial_episode_length:

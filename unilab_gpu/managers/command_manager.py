@@ -36,6 +36,11 @@ class CommandManager:
             t.instance.advance for t in self.terms.values() if callable(getattr(t.instance, "advance", None))
         ]
 
+    @property
+    def advances(self) -> bool:
+        """Whether any command term has ``advance(env)``."""
+        return bool(self._advancing)
+
     def get(self, name: str) -> Any:
         """The command term object ``name`` (terms read its ``command`` and other state)."""
         if name not in self.terms:
