@@ -21,7 +21,7 @@ import importlib.util
 import os
 import shlex
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from unilab_gpu.rl.distributed import DataParallel, launch_from_env, rank_device
 from unilab_gpu.sim.capture import capture_unsupported_reason
 from unilab_gpu.sim.device import VERBOSE_ENV, resolve_device
 from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_atomic, write_json_atomic
+from unilab_gpu.utils.progress import progress_bar
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -88,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "results": [],
     }
     plot_error: str | None = None
-    for num_envs in _progress(args.num_envs) if main_rank else args.num_envs:
+    for num_envs in progress_bar(args.num_envs, "unilab-bench", "size") if main_rank else args.num_envs:
         if main_rank:
             print(f"unilab-bench: {args.task} x {num_envs} envs on {args.device} ({mode}) ...", flush=True)
         try:
@@ -147,14 +148,6 @@ def _save_plot(report: dict[str, Any], path: Path) -> None:
 
     figure = plot_bench(report)
     write_atomic(path, lambda file: figure.savefig(file, format=path.suffix.lstrip(".") or "png", dpi=110))
-
-
-def _progress(sizes: list[int]) -> Iterable[int]:
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return sizes
-    return tqdm(sizes, desc="unilab-bench", unit="size", file=sys.stderr)
 
 
 def _parser() -> argparse.ArgumentParser:

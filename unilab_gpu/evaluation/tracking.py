@@ -19,7 +19,6 @@ them once at the end (an ONNX policy reads each observation on the host, by its 
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.evaluation.metrics import METRICS, TrackedState, tracking_errors
 from unilab_gpu.evaluation.policies import TrainedPolicy
 from unilab_gpu.rl.evaluation import Policy
+from unilab_gpu.utils.progress import progress_bar
 
 EVAL_OVERRIDES = (
     "+observations.policy.enable_noise=false",
@@ -147,7 +147,8 @@ class TrackingEvaluation:
             accumulator.zero_()
         self._running.fill_(True)
         obs = self.env.reset()
-        for _ in _bar(range(self.steps), progress):
+        steps = range(self.steps)
+        for _ in progress_bar(steps, "unilab-eval", "step", leave=False, tty_only=True) if progress else steps:
             obs = self.step(policy, obs)
         return self.report(time.perf_counter() - started)
 
@@ -211,16 +212,6 @@ def _summary(sums: torch.Tensor, scored: torch.Tensor, success: torch.Tensor) ->
         out[report] = math.sqrt(value) if key == "joint_vel_sq_error" else value
     out["scored_steps"] = steps
     return out
-
-
-def _bar(steps: range, show: bool):
-    if not show:
-        return steps
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return steps
-    return tqdm(steps, desc="unilab-eval", unit="step", file=sys.stderr, leave=False, disable=None)
 
 
 def make_eval_env(
