@@ -137,24 +137,18 @@ def test_a_bad_actions_config_fails_in_one_line_naming_its_key(overrides, error,
     assert "\n" not in str(info.value)
 
 
-def test_bad_joint_position_params_are_named() -> None:
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        (["+actions.params.effort_scale=0.5"], r"^actions.params.effort_scale: actuator 'torque' needs a force limit"),
+        (["+actions.params.bounds=joint_limits"], r"^actions.params.bounds: joint_limits needs a limited joint"),
+        (
+            ["+actions.params.bounds=joint_limits", "+actions.params.soft_limit_ratio=1.5"],
+            r"^actions.params.soft_limit_ratio: must be in \(0, 1\], got 1.5",
+        ),
+    ],
+)
+def test_bad_joint_position_params_are_named(params: list[str], message: str) -> None:
     joint_position = ["actions.func=unilab_gpu.envs.mdp.actions.JointPositionAction"]
-    with pytest.raises(ValueError, match=r"^actions.params.effort_scale: actuator 'torque' needs a force limit"):
-        make_env(
-            "pendulum",
-            num_envs=1,
-            compile=False,
-            announce=False,
-            overrides=[*joint_position, "+actions.params.effort_scale=0.5"],
-        )
-    with pytest.raises(ValueError, match=r"^actions.params.bounds: joint_limits needs a limited joint"):
-        make_env(
-            "pendulum",
-            num_envs=1,
-            compile=False,
-            announce=False,
-            overrides=[*joint_position, "+actions.params.bounds=joint_limits"],
-        )
-    with pytest.raises(ValueError, match=r"^actions.params.soft_limit_ratio: must be in \(0, 1\], got 1.5"):
-        bounds = ["+actions.params.bounds=joint_limits", "+actions.params.soft_limit_ratio=1.5"]
-        make_env("pendulum", num_envs=1, compile=False, announce=False, overrides=[*joint_position, *bounds])
+    with pytest.raises(ValueError, match=message):
+        make_env("pendulum", num_envs=1, compile=False, announce=False, overrides=[*joint_position, *params])
