@@ -123,6 +123,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"resets/step {row['resets_per_step']:.2f}",
             flush=True,
         )
+        if "physics_only_flat_ms" in row:
+            print(
+                f"  on flat ground: physics only {row['physics_only_flat_ms']:9.3f} ms "
+                f"(terrain x{row['terrain_physics_ratio']:.2f})",
+                flush=True,
+            )
         # Rewritten after every size, so a later size failing or timing out keeps the earlier ones.
         write_json_atomic(args.out, portable_paths(report))
         if args.plot is not None and plot_error is None:

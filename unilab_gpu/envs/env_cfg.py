@@ -27,6 +27,7 @@ from unilab_gpu.managers.term_cfg import (
     TerminationTermCfg,
     canonical_func,
 )
+from unilab_gpu.terrain.generator import TerrainCfg
 
 
 @dataclass
@@ -125,6 +126,9 @@ class EnvCfg:
     """The robot config the task reads (``configs/robot/<name>.yaml``); None for a task that
     names its model itself (the pendulum)."""
     sim: SimCfg = field(default_factory=SimCfg)
+    terrain: TerrainCfg | None = None
+    """A generated terrain in place of the scene's floor plane (``unilab_gpu.terrain``,
+    docs/terrain.md); None: the scene's own floor."""
     num_envs: int = 64
     decimation: int = 4
     """Physics steps per env step."""

@@ -27,6 +27,10 @@ from unilab_gpu.sim.capture import CaptureUnsupportedError, CudaGraph, capture_u
 from unilab_gpu.sim.device import verbose_requested
 from unilab_gpu.sim.robot import Robot
 from unilab_gpu.sim.simulator import Simulator
+from unilab_gpu.terrain.curriculum import TerrainCurriculum
+from unilab_gpu.terrain.generator import TerrainCfg, generate_terrain
+from unilab_gpu.terrain.scene import add_terrain
+from unilab_gpu.terrain.terrain import Terrain
 from unilab_gpu.utils.compiling import maybe_compile
 
 
@@ -115,10 +119,14 @@ class ManagerBasedRlEnv:
         check_env_cfg(cfg, self.num_envs)
         capacity = cfg.reset_capacity or max(8, self.num_envs // 8)
         self.reset_capacity = min(capacity, self.num_envs)
+        self.terrain_grid = generate_terrain(cfg.terrain) if cfg.terrain is not None else None
+        """The generated ground (``terrain.generator.TerrainGrid``), or None on the scene's flat floor."""
+        grid = self.terrain_grid
         self.sim = Simulator.from_file(
             cfg.sim.model,
             self.num_envs,
             device,
+            edit=None if grid is None else (lambda spec: add_terrain(spec, grid)),
             keyframe=cfg.sim.keyframe,
             njmax=cfg.sim.njmax,
             nconmax=cfg.sim.nconmax,
@@ -147,6 +155,13 @@ class ManagerBasedRlEnv:
         padded with ``num_envs``, ``qpos``, ``qvel``, ``episode_failed``): filled by the env, the
         command terms and the reset events, in that order (``_stage_resets_eager``)."""
 
+        self.terrain = (
+            None
+            if grid is None
+            else Terrain(grid, self.num_envs, self.device, max_initial_level=cfg.terrain.max_initial_level)
+        )
+        """The terrain on the device (heights, origins, each row's level), or None on flat ground."""
+
         self.stats = EpisodeStats(self.device)
         # Terms may read the managers built before theirs (``EnvView``): commands first (actions
         # may be residuals about a command's reference), the reward manager before the events
@@ -157,6 +172,8 @@ class ManagerBasedRlEnv:
         self.reward_manager = RewardManager(cfg.rewards, self)
         self.event_manager = EventManager(cfg.events, self)
         self.observation_manager = ObservationManager(cfg.observations, self)
+        if self.terrain is not None:
+            self._bind_terrain(cfg.terrain)
         self.stats.set_terms(self.reward_manager.term_names, self.termination_manager.term_names)
         self._action_in = torch.zeros(n, self.action_manager.action_dim, device=self.device)
         self._non_finite = torch.zeros(n, dtype=torch.bool, device=self.device)
@@ -315,18 +332,35 @@ class ManagerBasedRlEnv:
         """What the env has learned over a run and a resume must restore, by term path.
 
         Every class term with ``state_dict()`` contributes (e.g. the adaptive motion sampler's
-        failure rates under ``commands.motion``); episodes themselves restart on resume.
+        failure rates under ``commands.motion``), and the terrain curriculum its rows' levels under
+        ``terrain``; episodes themselves restart on resume.
         """
-        return {path: term.instance.state_dict() for path, term in self._stateful_terms()}
+        state = {path: term.instance.state_dict() for path, term in self._stateful_terms()}
+        if self.terrain is not None and self.terrain.curriculum is not None:
+            state[TERRAIN_STATE] = {"level": self.terrain.level.detach().clone()}
+        return state
 
     def load_learning_state(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
         """Restore :meth:`learning_state` in place; a path this env does not have is an error."""
         terms = dict(self._stateful_terms())
-        unknown = sorted(set(state) - set(terms))
+        known = set(terms) | ({TERRAIN_STATE} if self.terrain is not None and self.terrain.curriculum else set())
+        unknown = sorted(set(state) - known)
         if unknown:
-            raise ValueError(f"learning state for terms {unknown}, which this env does not have: {sorted(terms)}")
+            raise ValueError(f"learning state for terms {unknown}, which this env does not have: {sorted(known)}")
         for path, values in state.items():
-            terms[path].instance.load_state_dict(values)
+            if path == TERRAIN_STATE:
+                self._load_terrain_levels(values["level"])
+            else:
+                terms[path].instance.load_state_dict(values)
+
+    def _load_terrain_levels(self, level: torch.Tensor) -> None:
+        terrain = self.terrain
+        if tuple(level.shape) != (self.num_envs,):
+            raise ValueError(
+                f"terrain curriculum state has {tuple(level.shape)} rows, this env {self.num_envs}: "
+                "resume with the run's num_envs"
+            )
+        terrain.set_levels(level.to(self.device))
 
     def _stateful_terms(self) -> list[tuple[str, Term]]:
         managers = [
@@ -449,10 +483,13 @@ class ManagerBasedRlEnv:
 
     def _stage_resets_eager(self) -> None:
         """Assemble the new episode starts of the staged rows, each writer on top of the last:
-        the default pose and zero velocity, then the command terms (e.g. a motion reference's
-        pose), then the reset events (e.g. noise). See ``managers.reset_staging``."""
+        the default pose and zero velocity, then the terrain (curriculum and origin), then the
+        command terms (e.g. a motion reference's pose), then the reset events (e.g. noise). See
+        ``managers.reset_staging``."""
         staging = self.reset_staging
         staging.begin(self.robot.default_qpos)
+        if self.terrain is not None:
+            self.terrain.stage(staging)
         self.command_manager.reset(staging)
         self.event_manager.apply_reset(self, staging)
 
@@ -531,6 +568,31 @@ class ManagerBasedRlEnv:
         self.capture_skipped = reason
         warnings.warn(f"unilab-gpu: the env step runs eagerly on {self.device}: {reason}", stacklevel=3)
 
+    def _bind_terrain(self, cfg: TerrainCfg) -> None:
+        """Publish the mean terrain level and attach the curriculum, which reads the command term
+        named in ``terrain.curriculum.command`` (built by now)."""
+        terrain = self.terrain
+        self.stats.register("terrain/mean_level", terrain.mean_level)
+        curriculum = cfg.curriculum
+        if curriculum is None:
+            return
+        where = "terrain.curriculum.command"
+        if curriculum.command not in self.command_manager.terms:
+            raise ValueError(
+                f"{where}: no command term {curriculum.command!r}; commands: {sorted(self.command_manager.terms)}"
+            )
+        command = self.command_manager.get(curriculum.command)
+        if not isinstance(getattr(command, "commanded_distance", None), torch.Tensor):
+            raise ValueError(
+                f"{where}: command {curriculum.command!r} ({type(command).__name__}) keeps no 'commanded_distance' "
+                "(the path its commands asked for in the episode, e.g. VelocityCommand's)"
+            )
+        size = cfg.sub_terrain_size
+        promote = curriculum.promote_distance if curriculum.promote_distance is not None else min(size) / 2
+        terrain.curriculum = TerrainCurriculum(
+            self.robot.root_pos_w, self.episode_length, command.commanded_distance, promote, curriculum.demote_ratio
+        )
+
     def _reset_all_rows(self) -> None:
         n, k = self.num_envs, self.reset_capacity
         for start in range(0, n, k):
@@ -546,6 +608,9 @@ class ManagerBasedRlEnv:
         self.action_manager.non_finite_count.zero_()
         self._observe(self._all_rows, False)
 
+
+TERRAIN_STATE = "terrain"
+"""The key of the terrain curriculum's levels in :meth:`ManagerBasedRlEnv.learning_state`."""
 
 STEP_PHASES = ("actions", "physics", "refresh", "evaluate", "reset", "observe")
 """Phases of one env step in order; ``evaluate`` includes the final observations."""

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from unilab_gpu.managers.reward_manager import RewardManager
     from unilab_gpu.sim.robot import Robot
     from unilab_gpu.sim.simulator import Simulator
+    from unilab_gpu.terrain.terrain import Terrain
 
 
 class StatsRegistry(Protocol):
@@ -62,6 +63,8 @@ class EnvView(Protocol):
       action_manager: ``last_action``/``prev_action (N, action_dim)``.
       command_manager: ``get(name)`` returns a command term (built before the event,
         termination, reward and observation terms, which may read it).
+      terrain: the generated ground (``terrain.terrain.Terrain``: ``heights_at(xy)``, each row's
+        ``level``, ``env_origin (N, 3)``), or None on a flat floor; built before every term.
     Write:
       reset_staging: the episode starts of the rows being reset (``env_ids (K,)``,
         ``qpos (K, nq)``, ``qvel (K, nv)``, ``episode_failed (K,)``); reset events edit it.
@@ -85,3 +88,4 @@ class EnvView(Protocol):
     reward_manager: RewardManager
     reset_staging: ResetStaging
     stats: StatsRegistry
+    terrain: Terrain | None

@@ -1,11 +1,14 @@
 """The state of the rows being reset in the current step, filled in one declared order.
 
 An env step resets at most ``capacity`` rows (the compacted, padded id list). Their new episode
-starts are assembled here before they are written to the simulator, by three writers that run
+starts are assembled here before they are written to the simulator, by three writers (four on a
+generated terrain) that run
 in this order, each on top of the previous one:
 
 1. the env (:meth:`ResetStaging.begin`): ``qpos`` = the default pose, ``qvel`` = 0,
-   ``episode_failed`` = how each staged row's previous episode ended;
+   ``episode_failed`` = how each staged row's previous episode ended; on a generated terrain
+   (1b, ``Terrain.stage``) the curriculum moves the rows between levels and each row's
+   sub-terrain origin is added to its root position;
 2. the command terms (``CommandManager.reset(staging)``): a command may overwrite the staged
    state, e.g. the motion command writes the reference pose of the sampled start frame, and may
    read ``episode_failed`` (the adaptive start sampler);

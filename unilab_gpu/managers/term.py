@@ -120,7 +120,10 @@ class Term:
         function term, which keeps no state."""
         if inspect.isclass(target):
             check_params(target, cfg.func, params, (), f"{where}.params")
-            self.instance = target(env, **params)
+            try:
+                self.instance = target(env, **params)
+            except ValueError as error:  # a class term checks its params: name where they are
+                raise ValueError(f"{where}.params: {error}") from None
             self._fn: Callable[..., Any] = self.instance
             self._params: dict[str, Any] = {}
             self._reset = getattr(self.instance, "reset", None)

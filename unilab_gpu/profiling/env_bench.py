@@ -16,6 +16,7 @@ from unilab_gpu.profiling.forced_resets import forced_resets_override
 from unilab_gpu.profiling.ms_stats import ms_stats
 from unilab_gpu.profiling.phase_profile import PhaseProfile
 from unilab_gpu.profiling.phase_profiler import PhaseProfiler
+from unilab_gpu.profiling.physics_timer import PhysicsTimer
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,9 @@ class EnvBench:
     """JSON-ready: ``num_envs``, ``env_steps_per_s``, ``step_ms`` {median, p10, p90},
     ``phases_ms`` (mean per phase), ``physics_only_ms`` (median), ``overhead_ratio``,
     ``resets_per_step``, ``reset_capacity``, ``deferred_resets``, ``captured`` and
-    ``capture_skipped`` (why a CUDA step ran eagerly, else ``None``)."""
+    ``capture_skipped`` (why a CUDA step ran eagerly, else ``None``); for a task on a generated
+    terrain also ``physics_only_flat_ms`` (physics alone on the same task with ``terrain=null``,
+    the scene's flat floor) and ``terrain_physics_ratio`` (rough over flat physics)."""
     profile: PhaseProfile
     config: dict[str, Any]
     """The resolved ``EnvCfg`` as a dict."""
@@ -79,8 +82,43 @@ def bench_env(
         "capture_skipped": env.capture_skipped,
     }
     config = dataclasses.asdict(env.cfg)
+    on_terrain = env.terrain is not None
     del env
+    if on_terrain:
+        flat_ms = _flat_physics_ms(
+            task, num_envs, device, overrides, seed, compile, profiler.capture, steps, warmup, actions
+        )
+        row["physics_only_flat_ms"] = flat_ms
+        row["terrain_physics_ratio"] = physics_only / flat_ms
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     return EnvBench(row=row, profile=profile, config=config)
+
+
+def _flat_physics_ms(
+    task: str,
+    num_envs: int,
+    device: str,
+    overrides: Sequence[str],
+    seed: int,
+    compile: bool,
+    capture: bool,
+    steps: int,
+    warmup: int,
+    actions: torch.Tensor,
+) -> float:
+    """Median ms of physics alone for ``task`` on the scene's flat floor (``terrain=null``), the
+    robots driven as in the measured env: ``warmup`` real steps under the same held actions first,
+    so they stand, fall and lie as they do there; timed as the measured env's physics is (from a
+    CUDA graph of its own when ``capture``)."""
+    flat = make_env(
+        task, num_envs, device, [*overrides, "terrain=null"], seed=seed, compile=compile, capture=False, announce=False
+    )
+    flat.reset()
+    for _ in range(max(warmup, 1)):
+        flat.step(actions)
+    ms = float(np.median(PhysicsTimer(flat.sim, flat.cfg.decimation, capture).time(steps)))
+    del flat
+    gc.collect()
+    return ms

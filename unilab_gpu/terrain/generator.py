@@ -73,6 +73,19 @@ class SubTerrainCfg:
 
 
 @dataclass
+class TerrainCurriculumCfg:
+    """The terrain curriculum (``terrain.curriculum``; ``terrain.curriculum.TerrainCurriculum``)."""
+
+    command: str = "twist"
+    """The command term whose ``commanded_distance`` says how far a row was asked to walk."""
+    promote_distance: float | None = None
+    """A row that walked farther than this (m) from its origin moves up a level; None: half the
+    sub-terrain's shorter side."""
+    demote_ratio: float = 0.5
+    """A row that walked less than this share of its commanded distance moves down a level."""
+
+
+@dataclass
 class TerrainCfg:
     """The ``terrain:`` section of a task config."""
 
@@ -90,6 +103,10 @@ class TerrainCfg:
     """Flat border (height 0) around the grid (m)."""
     sub_terrains: dict[str, Any] = field(default_factory=dict)
     """name -> ``SubTerrainCfg`` or a mapping with its keys (null: left out)."""
+    max_initial_level: int = 5
+    """Rows start on levels drawn uniformly in ``[0, max_initial_level]`` (clamped to the grid)."""
+    curriculum: TerrainCurriculumCfg | None = None
+    """Moves rows between levels at their resets; None: rows keep their initial levels."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +214,7 @@ def _build(
     # A user's height function is checked here, where its output is first seen.
     if block.shape != (layout.n_y, layout.n_x) or not np.all(np.isfinite(block)):
         raise ValueError(
-            f"terrain config: '{sub_terrain.where}.func' must return finite heights of shape (n_y, n_x) = "
+            f"terrain: '{sub_terrain.where}.func' must return finite heights of shape (n_y, n_x) = "
             f"{(layout.n_y, layout.n_x)}, got shape {block.shape} at level {level}, column {col}"
         )
     return block
@@ -273,6 +290,21 @@ def check_terrain_cfg(cfg: TerrainCfg | Mapping[str, Any]) -> TerrainCfg:
         h,
     )
     require(is_number(cfg.border_width) and cfg.border_width >= 0, "terrain.border_width", ">= 0", cfg.border_width)
+    require(
+        _is_int(cfg.max_initial_level) and cfg.max_initial_level >= 0,
+        "terrain.max_initial_level",
+        "an integer >= 0",
+        cfg.max_initial_level,
+    )
+    if cfg.curriculum is not None:
+        promote, ratio = cfg.curriculum.promote_distance, cfg.curriculum.demote_ratio
+        require(
+            promote is None or (is_number(promote) and promote > 0),
+            "terrain.curriculum.promote_distance",
+            "> 0 m (or null: half a sub-terrain)",
+            promote,
+        )
+        require(is_number(ratio) and 0 < ratio <= 1, "terrain.curriculum.demote_ratio", "in (0, 1]", ratio)
     require(
         isinstance(cfg.sub_terrains, Mapping), "terrain.sub_terrains", "a mapping name -> sub-terrain", cfg.sub_terrains
     )

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from unilab_gpu.terrain.terrain import ground_height
+
 if TYPE_CHECKING:
     from unilab_gpu.managers.env_view import EnvView
 
@@ -54,3 +56,54 @@ def projected_gravity(env: EnvView) -> torch.Tensor:
 def root_height(env: EnvView) -> torch.Tensor:
     """Root height above the world origin, ``(num_envs, 1)``."""
     return env.robot.root_pos_w[:, 2:3]
+
+
+class HeightScan:
+    """The ground around the root, ``(num_envs, rows * cols)``: a grid of vertical rays in the
+    root's heading (yaw-only) frame, each returning ``ground height - root height + offset`` (m).
+
+    The grid is ``size = [length, width]`` metres (x forward, y left) with points every
+    ``resolution`` metres, centred on the root: ``rows = floor(width / resolution) + 1`` lines of
+    ``cols = floor(length / resolution) + 1`` points, ordered with x fastest (back to front, then
+    right to left). Rays hit only the terrain (``env.terrain.heights_at``: MuJoCo's heightfield
+    surface, equal to ``mj_ray`` against the terrain geom), never the robot; a task without a
+    terrain section stands on the scene's floor at z = 0, which every ray then reads. With
+    ``offset`` the root's standing height, flat ground reads 0 under a standing robot.
+
+    Args:
+      size: ``[length, width]`` of the grid (m), each >= 0.
+      resolution: spacing of the points (m), > 0.
+      offset: added to every value (m).
+    """
+
+    def __init__(
+        self,
+        env: EnvView,
+        size: list[float] | tuple[float, float] = (1.6, 1.0),
+        resolution: float = 0.1,
+        offset: float = 0.0,
+    ) -> None:
+        if not (isinstance(resolution, (int, float)) and resolution > 0):
+            raise ValueError(f"resolution: the spacing of the scan's rays must be > 0 m, got {resolution!r}")
+        if len(size) != 2 or not all(isinstance(v, (int, float)) and v >= 0 for v in size):
+            raise ValueError(f"size: [length, width] of the scan in metres, each >= 0, got {list(size)!r}")
+        # A tiny epsilon keeps a size that is a whole multiple of the resolution from losing its
+        # last line to float rounding (1.6 / 0.1 = 15.999...).
+        cols = int(size[0] / resolution + 1e-6) + 1
+        rows = int(size[1] / resolution + 1e-6) + 1
+        x = (torch.arange(cols, dtype=torch.float32) - (cols - 1) / 2) * resolution
+        y = (torch.arange(rows, dtype=torch.float32) - (rows - 1) / 2) * resolution
+        gy, gx = torch.meshgrid(y, x, indexing="ij")
+        self.points_b = torch.stack([gx.reshape(-1), gy.reshape(-1)], dim=1).to(env.device)
+        """``(rows * cols, 2)`` ray positions in the heading frame (m)."""
+        self.offset = float(offset)
+
+    def __call__(self, env: EnvView) -> torch.Tensor:
+        root = env.robot.root_pos_w
+        w, z = env.robot.root_quat_w[:, 0], env.robot.root_quat_w[:, 3]
+        x, y = env.robot.root_quat_w[:, 1], env.robot.root_quat_w[:, 2]
+        yaw = torch.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+        cos, sin = torch.cos(yaw)[:, None], torch.sin(yaw)[:, None]
+        px, py = self.points_b[:, 0], self.points_b[:, 1]
+        world = torch.stack([root[:, 0:1] + cos * px - sin * py, root[:, 1:2] + sin * px + cos * py], dim=-1)
+        return ground_height(env.terrain, world) - root[:, 2:3] + self.offset

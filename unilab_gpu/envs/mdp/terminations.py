@@ -16,5 +16,8 @@ def time_out(env: EnvView) -> torch.Tensor:
 
 
 def root_height_below(env: EnvView, min_height: float) -> torch.Tensor:
-    """The root fell below ``min_height`` metres."""
-    return env.robot.root_pos_w[:, 2] < min_height
+    """The root fell below ``min_height`` metres above the ground under it (the world's z = 0 on a
+    flat floor, the terrain's surface on a generated terrain)."""
+    root = env.robot.root_pos_w
+    height = root[:, 2] if env.terrain is None else root[:, 2] - env.terrain.heights_at(root[:, :2])
+    return height < min_height

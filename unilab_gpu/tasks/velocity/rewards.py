@@ -92,7 +92,8 @@ class FeetPhase:
     """``exp(-sum_f (h_f - h*_f)^2 / sigma)``: the feet follow the gait clock's swing heights.
 
     ``h_f`` is the height of each foot site above its height in the default (keyframe) pose, so a
-    foot flat on the ground has ``h = 0`` whatever the site's offset from the sole. Foot ``f``
+    foot flat on the ground has ``h = 0`` whatever the site's offset from the sole (on a generated
+    terrain, measured from the ground under the foot). Foot ``f``
     follows the command's gait phase plus its offset, ``phi + o_f``.
 
     Args:
@@ -138,5 +139,8 @@ class FeetPhase:
     def __call__(self, env: EnvView) -> torch.Tensor:
         phase = env.command_manager.get(self.command_name).phase
         target = swing_height_target(phase[:, None] + self.offsets, self.swing_height)
-        height = env.sim.state.site_pos_w[:, self.site_ids, 2] - self.rest_height
+        feet = env.sim.state.site_pos_w[:, self.site_ids]
+        height = feet[..., 2] - self.rest_height
+        if env.terrain is not None:  # above the ground under each foot, not the world origin
+            height = height - env.terrain.heights_at(feet[..., :2])
         return torch.exp(-torch.sum(torch.square(height - target), dim=1) / self.sigma)

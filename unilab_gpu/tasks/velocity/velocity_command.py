@@ -91,6 +91,9 @@ class VelocityCommand:
         self._time_left, self.time_left = rows_with_dummy(n, device=device)
         self._heading, self.heading = rows_with_dummy(n, device=device)
         self._heading_rows, self.heading_rows = rows_with_dummy(n, dtype=torch.bool, device=device)
+        self._commanded_distance, self.commanded_distance = rows_with_dummy(n, device=device)
+        """``(N,)`` metres: the path the planar commands asked for since the row's episode started
+        (``sum |c_xy| dt``); the terrain curriculum compares the distance walked with it."""
         self._metrics = {key: env.stats.add_step_mean(name) for key, name in VELOCITY_METRICS.items()}
 
     def draw(self, rows: int) -> torch.Tensor:
@@ -116,6 +119,7 @@ class VelocityCommand:
             self.heading.copy_(torch.where(due, heading, self.heading))
             self.heading_rows.copy_(torch.where(due, heading_rows, self.heading_rows))
             self._steer()
+        self.commanded_distance.add_(torch.linalg.vector_norm(self.command[:, :2], dim=1) * self.step_dt)
         # After the resample and the steering: the errors of the command this step's rewards score.
         for key, value in self.tracking_errors().items():
             self._metrics[key].add_(value)
@@ -128,6 +132,7 @@ class VelocityCommand:
         self._command.index_copy_(0, env_ids, self.draw(k))
         self._time_left.index_copy_(0, env_ids, self._draw_time(k))
         self._phase.index_copy_(0, env_ids, TWO_PI * torch.rand(k, device=self.low.device))
+        self._commanded_distance.index_fill_(0, env_ids, 0.0)
         if self.heading_fraction > 0 and self.fixed is None:
             heading, heading_rows = self._draw_heading(k)
             self._heading.index_copy_(0, env_ids, heading)
