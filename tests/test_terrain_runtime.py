@@ -134,44 +134,47 @@ def _curriculum_setup(num_envs: int = 6):
     terrain = Terrain(_grid(levels=3, cols=2), num_envs=num_envs, device=torch.device("cpu"), max_initial_level=0)
     root = torch.zeros(num_envs, 3)
     length = torch.zeros(num_envs, dtype=torch.int64)
-    asked = torch.zeros(num_envs)
+    asked = torch.zeros(num_envs, 2)
     curriculum = TerrainCurriculum(root, length, asked, promote_distance=4.0, demote_ratio=0.5)
     terrain.curriculum = curriculum
     return terrain, root, length, asked
 
 
 def test_curriculum_promotes_demotes_and_wraps_on_hand_made_distances() -> None:
-    terrain, root, length, asked = _curriculum_setup()
-    terrain.set_levels(torch.tensor([1, 1, 1, 0, 2, 1]))
-    terrain.set_row_levels(torch.arange(6), terrain.level.clone())  # origins of those levels
+    terrain, root, length, asked = _curriculum_setup(num_envs=8)
+    terrain.set_levels(torch.tensor([1, 1, 1, 0, 2, 1, 1, 1]))
     origin = terrain.env_origin.clone()
-    # Row: walked (m), asked (m), ran?
-    # 0: 5.0 of 6 -> up (past 4 m);  1: 2.0 of 6 -> down (< 3);  2: 3.5 of 6 -> stays (3 <= 3.5 <= 4)
-    # 3: 0.5 of 6 at level 0 -> stays at 0;  4: 4.5 at the top level 2 -> past the top: random level
-    # 5: 0 m of 6 but never ran an episode -> stays
-    walked = torch.tensor([5.0, 2.0, 3.5, 0.5, 4.5, 0.0])
-    angle = torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    # Row: walked (m) / commanded displacement (m) / failed / ran -> expected level
+    # 0: 5.0 / 6 -> up (past 4 m), even though it fell at the end (row 0 failed)
+    # 1: 2.0 / 6 -> down (< 3 m);   2: 3.5 / 6 -> stays (3 <= 3.5 <= 4)
+    # 3: 0.5 / 6 at level 0 -> stays at 0;   4: 4.5 at the top level 2 -> past the top: random level
+    # 5: 0 / 6 but never ran an episode -> stays;   6: 3.5 / 6 but failed -> down
+    # 7: 3.5 m against commands that went 6 m out and 6 m back (displacement 0): stays
+    walked = torch.tensor([5.0, 2.0, 3.5, 0.5, 4.5, 0.0, 3.5, 3.5])
+    angle = torch.arange(8.0)
     root[:, 0] = origin[:, 0] + walked * torch.cos(angle)
     root[:, 1] = origin[:, 1] + walked * torch.sin(angle)
-    asked.fill_(6.0)
-    length.copy_(torch.tensor([100, 100, 100, 100, 100, 0]))
-    ids = torch.tensor([0, 1, 2, 3, 4, 5, 6, 6])  # padded with num_envs
+    asked[:, 0] = 6.0
+    asked[7] = 0.0
+    length.copy_(torch.tensor([100, 100, 100, 100, 100, 0, 100, 100]))
+    ids = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 8])  # padded with num_envs
+    failed = torch.tensor([True, False, False, False, False, False, True, False, False, False])
     torch.manual_seed(0)
-    levels = terrain.curriculum.new_levels(terrain, ids)
-    assert levels[:4].tolist() == [2, 0, 1, 0] and levels[5].item() == 1
-    assert 0 <= levels[4].item() < 3
+    levels = terrain.curriculum.new_levels(terrain, ids, failed)
+    expected = {0: 2, 1: 0, 2: 1, 3: 0, 5: 1, 6: 0, 7: 1}
+    assert {row: levels[row].item() for row in expected} == expected
     # Past the top: uniform over all levels (many draws cover every level).
-    wrapped = torch.stack([terrain.curriculum.new_levels(terrain, ids)[4] for _ in range(60)])
+    wrapped = torch.stack([terrain.curriculum.new_levels(terrain, ids, failed)[4] for _ in range(60)])
     assert set(wrapped.tolist()) == {0, 1, 2}
     # Applied at staging: levels and origins move, the staged root lands on the new origin.
-    staging = ResetStaging(6, ids, nq=7, nv=6)
+    staging = ResetStaging(8, ids, nq=7, nv=6)
     staging.begin(torch.tensor([0.0, 0.0, 0.3, 1.0, 0.0, 0.0, 0.0]))
-    torch.manual_seed(0)
+    staging.episode_failed.copy_(failed)
     terrain.stage(staging)
-    assert terrain.level[:4].tolist() == [2, 0, 1, 0] and terrain.level[5].item() == 1
-    expected = terrain.origins[terrain.level, terrain.column]
-    assert torch.equal(terrain.env_origin, expected)
-    assert torch.allclose(staging.qpos[:6, :3], expected + torch.tensor([0.0, 0.0, 0.3]))
+    assert {row: terrain.level[row].item() for row in expected} == expected
+    moved = terrain.origins[terrain.level, terrain.column]
+    assert torch.equal(terrain.env_origin, moved)
+    assert torch.allclose(staging.qpos[:8, :3], moved + torch.tensor([0.0, 0.0, 0.3]))
     assert terrain.mean_level.item() == pytest.approx(terrain.level.float().mean().item())
 
 
@@ -179,7 +182,10 @@ def test_rows_spread_over_columns_and_start_within_the_initial_levels() -> None:
     grid = _grid(levels=10, cols=3)
     torch.manual_seed(3)
     terrain = Terrain(grid, num_envs=300, device=torch.device("cpu"), max_initial_level=4)
-    assert terrain.column.tolist() == [i % 3 for i in range(300)]
+    assert terrain.column.tolist() == [0] * 100 + [1] * 100 + [2] * 100
+    few = Terrain(_grid(levels=2, cols=20), num_envs=16, device=torch.device("cpu"), max_initial_level=0)
+    # 16 rows over 20 columns: every fifth column is skipped, so no block of types is left out.
+    assert few.column.tolist() == [0, 1, 2, 3, 5, 6, 7, 8, 10, 11, 12, 13, 15, 16, 17, 18]
     assert set(terrain.level.tolist()) == set(range(5))
     assert torch.equal(terrain.env_origin, torch.as_tensor(grid.origins)[terrain.level, terrain.column])
 

@@ -113,7 +113,7 @@ def test_new_terms_compiled_equal_eager(env) -> None:
     staging.begin(env.robot.default_qpos)
     command = env.command_manager.get("twist")
     env.episode_length.fill_(500)
-    command.commanded_distance.copy_(torch.tensor([1.0, 9.0, 2.0, 30.0, 0.5, 6.0, 8.0, 12.0]))
+    command.commanded_displacement[:, 0] = torch.tensor([1.0, 9.0, 2.0, 30.0, 0.5, 6.0, 8.0, 12.0])
     terrain.set_levels(torch.tensor([0, 9, 3, 4, 9, 1, 9, 2]))
     buffers = [terrain._level, terrain._origin, terrain.mean_level, staging.qpos]
     start = [b.clone() for b in buffers]
@@ -169,3 +169,26 @@ def test_levels_are_learning_state_and_the_mean_level_is_logged(env) -> None:
 def test_bad_terrain_input_names_the_key(override, match) -> None:
     with pytest.raises(ValueError, match=match):
         make_env("go2_velocity_rough", num_envs=2, compile=False, overrides=[override], announce=False)
+
+
+def test_commanded_displacement_follows_the_heading_in_the_world_frame(env) -> None:
+    """``sum R(yaw) c_xy dt``: with a fixed command and the root held at a known heading, the
+    accumulated displacement is the command rotated by that heading, times the elapsed time."""
+    env.reset()
+    command = env.command_manager.get("twist")
+    assert command.record_displacement  # set by the terrain curriculum
+    yaw = torch.linspace(-3.0, 3.0, env.num_envs)
+    qpos = env.sim.state.qpos.clone()
+    qpos[:, 3:7] = torch.stack(
+        [torch.cos(yaw / 2), torch.zeros_like(yaw), torch.zeros_like(yaw), torch.sin(yaw / 2)], 1
+    )
+    env.sim.write_rows(torch.arange(env.num_envs), qpos, torch.zeros_like(env.sim.state.qvel))
+    env.sim.refresh()
+    command.commanded_displacement.zero_()
+    command.command.copy_(torch.tensor([0.5, -0.2, 0.3]).expand(env.num_envs, 3))
+    command.time_left.fill_(100.0)
+    for _ in range(3):
+        command.update(env)
+    c, s = torch.cos(yaw), torch.sin(yaw)
+    want = torch.stack([c * 0.5 + s * 0.2, s * 0.5 - c * 0.2], dim=1) * 3 * env.step_dt
+    torch.testing.assert_close(command.commanded_displacement, want, rtol=1e-5, atol=1e-6)

@@ -582,15 +582,16 @@ class ManagerBasedRlEnv:
                 f"{where}: no command term {curriculum.command!r}; commands: {sorted(self.command_manager.terms)}"
             )
         command = self.command_manager.get(curriculum.command)
-        if not isinstance(getattr(command, "commanded_distance", None), torch.Tensor):
+        if not isinstance(getattr(command, "commanded_displacement", None), torch.Tensor):
             raise ValueError(
-                f"{where}: command {curriculum.command!r} ({type(command).__name__}) keeps no 'commanded_distance' "
-                "(the path its commands asked for in the episode, e.g. VelocityCommand's)"
+                f"{where}: command {curriculum.command!r} ({type(command).__name__}) keeps no "
+                "'commanded_displacement' (where its commands would have taken the row, e.g. VelocityCommand's)"
             )
+        command.record_displacement = True
         size = cfg.sub_terrain_size
         promote = curriculum.promote_distance if curriculum.promote_distance is not None else min(size) / 2
         terrain.curriculum = TerrainCurriculum(
-            self.robot.root_pos_w, self.episode_length, command.commanded_distance, promote, curriculum.demote_ratio
+            self.robot.root_pos_w, self.episode_length, command.commanded_displacement, promote, curriculum.demote_ratio
         )
 
     def _reset_all_rows(self) -> None:

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.envs.make_env import load_task_cfg, make_env
+from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.profiling.forced_resets import forced_resets_override
 from unilab_gpu.profiling.ms_stats import ms_stats
 from unilab_gpu.profiling.phase_profile import PhaseProfile
@@ -26,8 +27,8 @@ class EnvBench:
     ``phases_ms`` (mean per phase), ``physics_only_ms`` (median), ``overhead_ratio``,
     ``resets_per_step``, ``reset_capacity``, ``deferred_resets``, ``captured`` and
     ``capture_skipped`` (why a CUDA step ran eagerly, else ``None``); for a task on a generated
-    terrain also ``physics_only_flat_ms`` (physics alone on the same task with ``terrain=null``,
-    the scene's flat floor) and ``terrain_physics_ratio`` (rough over flat physics)."""
+    terrain also ``physics_only_flat_ms`` (physics alone on the same task without its terrain
+    section, on the scene's flat floor) and ``terrain_physics_ratio`` (rough over flat physics)."""
     profile: PhaseProfile
     config: dict[str, Any]
     """The resolved ``EnvCfg`` as a dict."""
@@ -108,13 +109,14 @@ def _flat_physics_ms(
     warmup: int,
     actions: torch.Tensor,
 ) -> float:
-    """Median ms of physics alone for ``task`` on the scene's flat floor (``terrain=null``), the
+    """Median ms of physics alone for ``task`` on the scene's flat floor (no terrain section), the
     robots driven as in the measured env: ``warmup`` real steps under the same held actions first,
     so they stand, fall and lie as they do there; timed as the measured env's physics is (from a
     CUDA graph of its own when ``capture``)."""
-    flat = make_env(
-        task, num_envs, device, [*overrides, "terrain=null"], seed=seed, compile=compile, capture=False, announce=False
-    )
+    cfg = load_task_cfg(task, overrides)
+    cfg.terrain = None
+    torch.manual_seed(seed)
+    flat = ManagerBasedRlEnv(cfg, num_envs, device, compile=compile, capture=False, announce=False, name=task)
     flat.reset()
     for _ in range(max(warmup, 1)):
         flat.step(actions)

@@ -77,12 +77,12 @@ class TerrainCurriculumCfg:
     """The terrain curriculum (``terrain.curriculum``; ``terrain.curriculum.TerrainCurriculum``)."""
 
     command: str = "twist"
-    """The command term whose ``commanded_distance`` says how far a row was asked to walk."""
+    """The command term whose ``commanded_displacement`` says where a row was asked to walk."""
     promote_distance: float | None = None
     """A row that walked farther than this (m) from its origin moves up a level; None: half the
     sub-terrain's shorter side."""
     demote_ratio: float = 0.5
-    """A row that walked less than this share of its commanded distance moves down a level."""
+    """A row that failed, or walked less than this share of its commanded displacement, moves down."""
 
 
 @dataclass

@@ -26,8 +26,9 @@ class Terrain:
     """The terrain of ``num_envs`` rows on ``device``.
 
     Every row stands on one sub-terrain: ``level (N,)`` (grid row, the difficulty) and
-    ``column (N,)`` (grid column, the sub-terrain type; row ``i`` gets column ``i mod num_cols``,
-    so even a few rows spread over the types). ``env_origin (N, 3)`` is the spawn point of that
+    ``column (N,)`` (grid column, the sub-terrain type; row ``i`` of ``N`` gets column
+    ``floor(i C / N)`` of ``C``: equal blocks of rows per column, and fewer rows than columns
+    still spread over the whole width, so over every type). ``env_origin (N, 3)`` is the spawn point of that
     sub-terrain (its centre and the ground height there); the env adds it to the staged root
     position of every reset row (:meth:`stage`), after a curriculum moved rows between levels.
     Rows start on levels drawn uniformly in ``[0, max_initial_level]``.
@@ -63,7 +64,9 @@ class Terrain:
         """Moves rows between levels at their resets; set by the env once the commands exist."""
         top = min(max(int(max_initial_level), 0), self.num_levels - 1)
         self.level.copy_(torch.randint(0, top + 1, (num_envs,), device=device))
-        self.column.copy_(torch.arange(num_envs, device=device) % self.num_cols)
+        self.column.copy_(
+            torch.div(torch.arange(num_envs, device=device) * self.num_cols, num_envs, rounding_mode="floor")
+        )
         self._refresh_origins()
 
     # ------------------------------------------------------------------------------------------
@@ -94,7 +97,7 @@ class Terrain:
         moves the staged rows between levels, then every staged row is put on its sub-terrain (its
         origin added to the staged root position: the default pose stands at the world origin)."""
         if self.curriculum is not None:
-            self.curriculum.update(self, staging.env_ids)
+            self.curriculum.update(self, staging.env_ids, staging.episode_failed)
         staging.qpos[:, 0:3].add_(self._origin[staging.env_ids])
 
     def set_row_levels(self, env_ids: torch.Tensor, level: torch.Tensor) -> None:

@@ -91,9 +91,13 @@ class VelocityCommand:
         self._time_left, self.time_left = rows_with_dummy(n, device=device)
         self._heading, self.heading = rows_with_dummy(n, device=device)
         self._heading_rows, self.heading_rows = rows_with_dummy(n, dtype=torch.bool, device=device)
-        self._commanded_distance, self.commanded_distance = rows_with_dummy(n, device=device)
-        """``(N,)`` metres: the path the planar commands asked for since the row's episode started
-        (``sum |c_xy| dt``); the terrain curriculum compares the distance walked with it."""
+        self._commanded_displacement, self.commanded_displacement = rows_with_dummy(n, 2, device=device)
+        """``(N, 2)`` metres, world frame: where the planar commands would have taken the row since its
+        episode started, ``sum R(yaw) c_xy dt`` with the row's actual heading; the terrain curriculum
+        compares the row's own displacement with it. Kept only while ``record_displacement`` is set."""
+        self.record_displacement = False
+        """Set by the env when a terrain curriculum reads ``commanded_displacement`` (a flat task
+        skips the work)."""
         self._metrics = {key: env.stats.add_step_mean(name) for key, name in VELOCITY_METRICS.items()}
 
     def draw(self, rows: int) -> torch.Tensor:
@@ -119,7 +123,8 @@ class VelocityCommand:
             self.heading.copy_(torch.where(due, heading, self.heading))
             self.heading_rows.copy_(torch.where(due, heading_rows, self.heading_rows))
             self._steer()
-        self.commanded_distance.add_(torch.linalg.vector_norm(self.command[:, :2], dim=1) * self.step_dt)
+        if self.record_displacement:
+            self.commanded_displacement.add_(self._world_planar_command() * self.step_dt)
         # After the resample and the steering: the errors of the command this step's rewards score.
         for key, value in self.tracking_errors().items():
             self._metrics[key].add_(value)
@@ -132,7 +137,7 @@ class VelocityCommand:
         self._command.index_copy_(0, env_ids, self.draw(k))
         self._time_left.index_copy_(0, env_ids, self._draw_time(k))
         self._phase.index_copy_(0, env_ids, TWO_PI * torch.rand(k, device=self.low.device))
-        self._commanded_distance.index_fill_(0, env_ids, 0.0)
+        self._commanded_displacement.index_fill_(0, env_ids, 0.0)
         if self.heading_fraction > 0 and self.fixed is None:
             heading, heading_rows = self._draw_heading(k)
             self._heading.index_copy_(0, env_ids, heading)
@@ -153,6 +158,15 @@ class VelocityCommand:
         """The :meth:`row_errors` as means over rows, 0-d device tensors: no host sync, so a
         rollout can sum them and read the sums once."""
         return {name: error.mean() for name, error in self.row_errors().items()}
+
+    def _world_planar_command(self) -> torch.Tensor:
+        """The planar command ``(N, 2)`` turned from the heading frame into the world frame."""
+        w, x, y, z = self.robot.root_quat_w.unbind(1)
+        # The root's x axis projected on the ground: the heading, whatever the roll and pitch.
+        forward = torch.stack([1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y + w * z)], dim=1)
+        cos, sin = (forward / torch.linalg.vector_norm(forward, dim=1, keepdim=True).clamp_min(1e-6)).unbind(1)
+        cx, cy = self.command[:, 0], self.command[:, 1]
+        return torch.stack([cos * cx - sin * cy, sin * cx + cos * cy], dim=1)
 
     def _draw_time(self, rows: int) -> torch.Tensor:
         return self.time_low + self.time_span * torch.rand(rows, device=self.low.device)
