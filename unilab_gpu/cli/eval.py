@@ -1,9 +1,10 @@
-"""``unilab-eval``: full-clip evaluation of a motion-tracking policy.
+"""``unilab-eval``: full-clip evaluation of a motion-tracking policy, or a velocity policy on a terrain.
 
 Usage::
 
     unilab-eval RUN_DIR_OR_CHECKPOINT [--trials N] [--motion FILE ...] [--out report.json] [--force]
     unilab-eval --onnx policy.onnx [...]      # an exported policy (unilab-export), via onnxruntime
+    unilab-eval RUN --terrain slopes_stairs_eval [--command 0.5 0 0] [--seconds 10] [--rows-per-column 16]
 
 Two sets of ``--trials`` trials (default 1024 on a GPU, 64 on a CPU): from frame 0 of each clip,
 and from frames spread evenly over each clip, on the training task without observation noise,
@@ -13,6 +14,11 @@ the task's failure terminations. Reported per set, overall and per clip: the suc
 error, joint-velocity RMS error and end-effector position and orientation errors, means over the
 steps before each trial ended (:mod:`unilab_gpu.evaluation.tracking`). ``--out`` writes the
 report as JSON (atomically; an existing file needs ``--force``).
+
+With ``--terrain NAME`` a velocity policy walks ``--seconds`` at ``--command`` on each sub-terrain
+of ``configs/terrain/NAME.yaml``, ``--rows-per-column`` rows each, without noise, pushes or
+randomized robot properties; reported per sub-terrain type: the share of rows that did not fall,
+how far they got, and their velocity errors (:mod:`unilab_gpu.evaluation.terrain`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from unilab_gpu.evaluation.policies import load_policy
+from unilab_gpu.evaluation.terrain import evaluate_on_terrain
 from unilab_gpu.evaluation.tracking import SETS, evaluate_policy
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.checkpoint import CheckpointError, resolve_checkpoint
@@ -56,6 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--motion", action="append", default=[], metavar="FILE", help="clip to follow (repeatable; default: the run's)"
     )
+    parser.add_argument("--terrain", default=None, help="walk a velocity policy on configs/terrain/TERRAIN.yaml")
+    parser.add_argument("--command", type=float, nargs=3, default=[0.5, 0.0, 0.0], metavar=("VX", "VY", "WZ"))
+    parser.add_argument("--seconds", type=float, default=10.0, help="terrain evaluation: seconds each row walks")
+    parser.add_argument("--rows-per-column", type=int, default=16, help="terrain evaluation: rows per sub-terrain")
     parser.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     parser.add_argument("--seed", type=int, default=0, help="seeds the env (startup randomization)")
     parser.add_argument("--out", default=None, help="write the report as JSON")
@@ -70,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_output(args.out, "--out", force=args.force, inputs=inputs, example="eval.json")
         trained = load_policy(args.run, args.onnx)
         device = str(resolve_device(args.device))
+        if args.terrain is not None:
+            return _terrain(args, argv, trained, device)
         trials = args.trials or DEFAULT_TRIALS["cuda" if device.startswith("cuda") else "cpu"]
         print(f"unilab-eval: {trained.task} / {trained.source}: 2 x {trials} trials on {device}", flush=True)
         report = evaluate_policy(trained, trials, device, args.motion, args.seed, progress=True, verbose=args.verbose)
@@ -81,6 +94,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     _print(report)
     if args.out is not None:
         write_json_atomic(args.out, portable_paths(report))  # a committed report names no path of this machine
+        print(f"report: {args.out}")
+    return 0
+
+
+def _terrain(args: argparse.Namespace, argv: list[str], trained, device: str) -> int:
+    """The terrain evaluation (``--terrain``): run, print, write."""
+    print(f"unilab-eval: {trained.task} / {trained.source} on terrain '{args.terrain}' ({device})", flush=True)
+    report = evaluate_on_terrain(
+        trained,
+        args.terrain,
+        args.command,
+        args.seconds,
+        args.rows_per_column,
+        device,
+        args.seed,
+        progress=True,
+        verbose=args.verbose,
+    )
+    report["command_line"] = "unilab-eval " + shlex.join(argv)
+    report["machine"] = machine_info(device)
+    print(f"  command {report['command']}, {report['seconds']:.0f} s, {report['rows_per_column']} rows per column")
+    print(f"  success: no fall and at least {report['required_distance_m']:.2f} m from the start")
+    print(
+        f"  {'':<20}{'rows':>6}{'success':>9}{'no fall':>9}{'distance m':>12}{'v_xy err m/s':>14}{'yaw err rad/s':>15}"
+    )
+    for name, row in [*report["sub_terrains"].items(), ("overall", report["overall"])]:
+        print(
+            f"  {name:<20}{row['rows']:>6}{row['success_rate']:>9.1%}{row['no_fall_rate']:>9.1%}"
+            f"{row['distance_m']:>12.2f}{row['lin_vel_error_mps']:>14.3f}{row['yaw_rate_error_radps']:>15.3f}"
+        )
+    if args.out is not None:
+        write_json_atomic(args.out, portable_paths(report))
         print(f"report: {args.out}")
     return 0
 

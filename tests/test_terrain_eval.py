@@ -1,0 +1,95 @@
+"""``unilab-eval --terrain``: a velocity policy walked on each sub-terrain of an evaluation terrain,
+judged by the task's failure terminations and the distance it covered (hand-made policies whose
+outcome is known)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from unilab_gpu.cli.eval import main
+from unilab_gpu.evaluation.policies import TrainedPolicy
+from unilab_gpu.evaluation.terrain import evaluate_on_terrain
+
+SMALL = ["terrain.sub_terrain_size=[4.0,4.0]"]
+
+
+def _standing(task: str = "go2_velocity", overrides: list[str] | None = None) -> TrainedPolicy:
+    """The zero action: the Go2 holds its keyframe pose, standing still without falling."""
+    return TrainedPolicy(
+        task,
+        list(overrides or []),
+        {"policy": 47},
+        12,
+        "zero action",
+        Path("zero"),
+        lambda device: lambda obs: torch.zeros(obs["policy"].shape[0], 12, device=device),
+    )
+
+
+def test_a_standing_policy_never_falls_but_does_not_walk() -> None:
+    # Trained on flat ground (go2_velocity): the evaluation adds the terrain itself.
+    report = evaluate_on_terrain(
+        _standing(), "slopes_stairs_eval", command=(0.5, 0.0, 0.0), seconds=0.4, rows_per_column=2
+    )
+    assert report["required_distance_m"] == pytest.approx(0.5 * 0.5 * 0.4)
+    assert list(report["sub_terrains"]) == ["slope_down", "slope_up", "stairs_down", "stairs_up"]
+    for row in [*report["sub_terrains"].values(), report["overall"]]:
+        assert row["no_fall_rate"] == 1.0 and row["success_rate"] == 0.0
+        assert row["distance_m"] < report["required_distance_m"]  # settling on the keyframe, no steps
+        # Standing against 0.5 m/s forward: the planar error is at least the command less the
+        # settling speed (|c - v| >= |c| - |v|), which the keyframe drop keeps under 0.1 m/s.
+        assert row["lin_vel_error_mps"] > 0.4
+    assert report["overall"]["rows"] == 8
+
+
+def test_a_zero_command_needs_no_distance_and_a_fall_fails_the_row() -> None:
+    still = evaluate_on_terrain(
+        _standing(), "slopes_stairs_eval", command=(0.0, 0.0, 0.0), seconds=0.2, rows_per_column=1
+    )
+    assert still["overall"]["success_rate"] == 1.0
+    # A fall height above the standing base: every row counts as fallen on its first step.
+    falling = _standing(overrides=["terminations.fell.params.min_height=5.0"])
+    fell = evaluate_on_terrain(falling, "slopes_stairs_eval", command=(0.0, 0.0, 0.0), seconds=0.2, rows_per_column=1)
+    assert fell["overall"]["no_fall_rate"] == 0.0 and fell["overall"]["success_rate"] == 0.0
+
+
+def test_bad_terrain_evaluation_input_is_one_line(tmp_path, capsys) -> None:
+    with pytest.raises(ValueError, match="--rows-per-column must be >= 1, got 0"):
+        evaluate_on_terrain(_standing(), "slopes_stairs_eval", rows_per_column=0)
+    with pytest.raises(ValueError, match="--seconds must be > 0"):
+        evaluate_on_terrain(_standing(), "slopes_stairs_eval", seconds=0.0)
+    tracking = TrainedPolicy("g1_tracking", [], {"policy": 160}, 29, "x", Path("x"), lambda device: None)
+    with pytest.raises(ValueError, match="--terrain: the policy's task 'g1_tracking' has no velocity command 'twist'"):
+        evaluate_on_terrain(tracking, "slopes_stairs_eval")
+
+
+def test_cli_writes_the_report(tmp_path, capsys) -> None:
+    onnx = Path(__file__).resolve().parents[1] / "docs" / "policies" / "go2_velocity_sac.onnx"
+    out = tmp_path / "terrain_eval.json"
+    code = main(
+        [
+            "--onnx",
+            str(onnx),
+            "--terrain",
+            "slopes_stairs_eval",
+            "--seconds",
+            "0.2",
+            "--rows-per-column",
+            "1",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert report["task"] == "go2_velocity" and report["terrain"] == "slopes_stairs_eval"
+    assert report["overall"]["rows"] == 4
+    assert "slope_up" in capsys.readouterr().out
+    assert main(["--onnx", str(onnx), "--terrain", "nope", "--device", "cpu"]) == 2
+    assert "nope" in capsys.readouterr().err

@@ -1,0 +1,175 @@
+"""Clean evaluation of a velocity policy on a terrain: does it walk the given time at the given
+command on each sub-terrain without a fall (``unilab-eval RUN --terrain NAME``)?
+
+The policy's training task is rebuilt on the terrain ``configs/terrain/<NAME>.yaml`` (for
+example ``slopes_stairs_eval``: 15 degree slopes and 10 cm stairs, up and down) with
+:data:`CLEAN_OVERRIDES`: no observation noise, no pushes, no randomized robot properties, no
+curriculum, one fixed command for every row. ``rows_per_column`` rows start on each sub-terrain's
+centre at rest (the task's root reset still spreads them 0.5 m around it; headings within
+``yaw_range`` of +x, so a pyramid's slope or stairs lie ahead), and every row runs ``seconds``.
+A row succeeds when none of the task's failure terminations fired in that time and it got at
+least :data:`MIN_PROGRESS` of the way the command asks (``|c_xy| * seconds``) from its start: a
+robot that stands stuck at the first stair has not walked. Reported per sub-terrain type and
+overall: the success rate, the share of rows that did not fall, how far the rows got from their
+start (m), and the planar and yaw-rate errors of the command (means over the steps the rows were
+standing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from unilab_gpu.envs.make_env import load_task_cfg, make_env
+from unilab_gpu.evaluation.policies import TrainedPolicy
+from unilab_gpu.utils.progress import progress_bar
+
+COMMAND = "twist"
+"""The velocity command term of the velocity tasks."""
+
+RANDOMIZATION_EVENTS = ("push", "pd_gains", "body_mass", "torso_com")
+"""Events a clean evaluation turns off when the task has them (as the ``_play`` tasks do)."""
+
+MIN_PROGRESS = 0.5
+"""Share of the commanded distance a row must cover to succeed."""
+
+CLEAN_OVERRIDES = ("++observations.policy.enable_noise=false", "randomize_initial_episode_length=false")
+
+
+def evaluation_overrides(
+    task: str,
+    overrides: Sequence[str],
+    terrain: str,
+    command: Sequence[float],
+    seconds: float,
+    yaw_range: float,
+) -> list[str]:
+    """The training ``overrides`` and the clean evaluation's on ``terrain``.
+
+    Raises:
+        ValueError: the task has no velocity command ``twist``.
+    """
+    cfg = load_task_cfg(task, list(overrides))
+    if cfg.commands.get(COMMAND) is None:
+        raise ValueError(
+            f"--terrain: the policy's task '{task}' has no velocity command '{COMMAND}'; the terrain evaluation "
+            "walks velocity policies (tracking policies: unilab-eval without --terrain)"
+        )
+    events = [f"events.{name}=null" for name in RANDOMIZATION_EVENTS if cfg.events.get(name) is not None]
+    # A task trained on flat ground has no terrain default to replace: add one.
+    select = f"terrain={terrain}" if cfg.terrain is not None else f"+terrain={terrain}"
+    vx, vy, wz = (float(c) for c in command)
+    return [
+        *overrides,
+        select,
+        "terrain.curriculum=null",
+        "terrain.max_initial_level=0",
+        *CLEAN_OVERRIDES,
+        *events,
+        f"commands.{COMMAND}.params.fixed=[{vx},{vy},{wz}]",
+        f"episode_length_s={seconds + 1.0}",  # no time-out inside the evaluated span
+        f"events.root_state.params.pose_range=[[-0.5,0.5],[-0.5,0.5],[0,0],[0,0],[0,0],[{-yaw_range},{yaw_range}]]",
+        "events.root_state.params.velocity_range=[[0,0],[0,0],[0,0],[0,0],[0,0],[0,0]]",  # at rest: no reset kicks
+    ]
+
+
+@torch.no_grad()
+def evaluate_on_terrain(
+    trained: TrainedPolicy,
+    terrain: str,
+    command: Sequence[float] = (0.5, 0.0, 0.0),
+    seconds: float = 10.0,
+    rows_per_column: int = 16,
+    device: str = "cpu",
+    seed: int = 0,
+    yaw_range: float = 0.3,
+    progress: bool = False,
+    verbose: bool = False,
+) -> dict[str, Any]:
+    """Run ``trained`` on ``terrain`` as the module docstring says; returns the report.
+
+    Raises:
+        ValueError: a bad argument, a terrain that does not exist, or a task without ``twist``.
+    """
+    if rows_per_column < 1:
+        raise ValueError(f"--rows-per-column must be >= 1, got {rows_per_column}")
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"--seconds must be > 0, got {seconds}")
+    if len(command) != 3 or not all(math.isfinite(float(c)) for c in command):
+        raise ValueError(f"--command: three finite numbers v_x v_y omega_z, got {list(command)}")
+    overrides = evaluation_overrides(trained.task, trained.env_overrides, terrain, command, seconds, yaw_range)
+    columns = load_task_cfg(trained.task, overrides).terrain.num_cols
+    env = make_env(
+        trained.task,
+        rows_per_column * columns,
+        device,
+        overrides,
+        seed=seed,
+        compile=False,
+        capture=False,
+        announce=verbose,
+    )
+    policy = trained.policy_for(env, trained.task)
+    twist = env.command_manager.get(COMMAND)
+    steps = max(1, round(seconds / env.step_dt))
+    obs = env.reset()
+    start = env.robot.root_pos_w[:, :2].clone()
+    standing = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
+    walked = torch.zeros(env.num_envs, device=env.device)
+    errors = {name: torch.zeros(env.num_envs, device=env.device) for name in ("lin_vel_error", "yaw_rate_error")}
+    standing_steps = torch.zeros(env.num_envs, device=env.device)
+    for _ in progress_bar(range(steps), "unilab-eval", "step") if progress else range(steps):
+        result = env.step(policy(obs))
+        obs = result.obs
+        # Before this step's resets touched a row: a row that fell is scored up to its fall.
+        fell = result.terminated & result.valid
+        standing &= ~fell
+        still = standing.float()
+        for name, value in twist.row_errors().items():
+            errors[name] += value * still
+        standing_steps += still
+        walked = torch.where(standing, torch.linalg.vector_norm(env.robot.root_pos_w[:, :2] - start, dim=1), walked)
+    grid = env.terrain_grid
+    types = [grid.column_types[c] for c in env.terrain.column.tolist()]
+    required = MIN_PROGRESS * math.hypot(float(command[0]), float(command[1])) * steps * env.step_dt
+    per_row = {
+        "success": (standing & (walked >= required)).cpu().numpy(),
+        "no_fall": standing.cpu().numpy(),
+        "distance_m": walked.cpu().numpy(),
+        "lin_vel_error_mps": (errors["lin_vel_error"] / standing_steps.clamp_min(1)).cpu().numpy(),
+        "yaw_rate_error_radps": (errors["yaw_rate_error"] / standing_steps.clamp_min(1)).cpu().numpy(),
+    }
+    by_type = {name: _summary(per_row, np.array([t == name for t in types])) for name in dict.fromkeys(types)}
+    return {
+        "benchmark": "terrain_evaluation",
+        "policy": trained.source,
+        "task": trained.task,
+        "terrain": terrain,
+        "terrain_config": dataclasses.asdict(env.cfg.terrain),
+        "command": [float(c) for c in command],
+        "seconds": steps * env.step_dt,
+        "rows_per_column": rows_per_column,
+        "yaw_range_rad": yaw_range,
+        "required_distance_m": required,
+        "env_overrides": overrides,
+        "device": device,
+        "seed": seed,
+        "sub_terrains": by_type,
+        "overall": _summary(per_row, np.ones(len(types), dtype=bool)),
+    }
+
+
+def _summary(per_row: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, float]:
+    return {
+        "rows": int(rows.sum()),
+        "success_rate": float(per_row["success"][rows].mean()),
+        "no_fall_rate": float(per_row["no_fall"][rows].mean()),
+        **{
+            key: float(per_row[key][rows].mean()) for key in ("distance_m", "lin_vel_error_mps", "yaw_rate_error_radps")
+        },
+    }
