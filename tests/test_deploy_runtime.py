@@ -468,7 +468,7 @@ BAD_METADATA = {
     ),
     "version string": (
         _set("metadata_version", "3"),
-        "'metadata_version' must be an integer such as 3, got '3' (a string)",
+        f"'metadata_version' must be an integer such as {METADATA_VERSION}, got '3' (a string)",
     ),
 }
 

@@ -4,6 +4,7 @@ Usage::
 
     unilab-sim2sim POLICY.onnx [--command vx,vy,wz] [--motion FILE] [--seconds S]
                    [--video OUT.mp4] [--out report.json] [--model MJCF] [--force]
+                   [--terrain FILE.yaml] [--terrain-level L] [--terrain-column C | --sub-terrain NAME]
 
 The run itself is :func:`unilab_gpu.export.sim2sim.sim2sim` (this module parses and prints). The
 policy runs through the robot-side runtime (:mod:`unilab_gpu.deploy`: observation, action
@@ -24,6 +25,13 @@ the robot's anchor as the tracking task scores them), the largest joint-limit ex
 largest PD torque beyond a joint's force limit. ``--out`` writes the report as JSON (atomically).
 A long run prints its progress every ``PROGRESS_SECONDS``; Ctrl-C ends it and reports (and
 writes) the control steps taken, exit status 130.
+
+A policy of a task on a generated terrain (docs/terrain.md) runs on the ground it trained on,
+rebuilt from its metadata and checked against its sha256; a velocity policy starts on the
+sub-terrain ``--terrain-level`` (default: the top level) and ``--terrain-column`` or
+``--sub-terrain`` (the first column of that type; default: column 0). ``--terrain FILE.yaml`` (a
+``terrain:`` mapping, e.g. an evaluation terrain) replaces the ground for the run. The report's
+``terrain`` names the ground and the start.
 """
 
 from __future__ import annotations
@@ -79,6 +87,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="write the report as JSON")
     parser.add_argument("--model", default=None, help="MJCF to run on (default: the project's model of the robot)")
     parser.add_argument("--force", action="store_true", help="replace existing --out / --video files")
+    parser.add_argument(
+        "--terrain", default=None, help="terrain config file (a terrain: mapping) in place of the policy's terrain"
+    )
+    parser.add_argument("--terrain-level", type=int, default=None, help="start on this level (default: the top one)")
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument("--terrain-column", type=int, default=None, help="start in this column (default: 0)")
+    start.add_argument("--sub-terrain", default=None, help="start in the first column of this sub-terrain type")
     args = parser.parse_args(argv)
     if args.seconds is not None and not (math.isfinite(args.seconds) and args.seconds > 0):
         parser.error(f"--seconds must be a finite number > 0, got {args.seconds}")
@@ -89,7 +104,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             if path is not None:
                 check_output(path, option, force=args.force, inputs=[args.policy], example=example)
         report = sim2sim(
-            args.policy, args.command, args.motion, args.seconds, args.video, args.model, on_step=_Progress()
+            args.policy,
+            args.command,
+            args.motion,
+            args.seconds,
+            args.video,
+            args.model,
+            on_step=_Progress(),
+            terrain=args.terrain,
+            terrain_level=args.terrain_level,
+            terrain_column=args.terrain_column,
+            sub_terrain=args.sub_terrain,
         )
     except (ValueError, KeyError, FileNotFoundError) as error:  # DeploymentError and MotionFormatError are ValueErrors
         print(f"unilab-sim2sim: error: {error}", file=sys.stderr)

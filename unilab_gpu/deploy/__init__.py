@@ -9,7 +9,8 @@ and parameters, the action map, the PD gains and the rates.
 
 Map:
     policy_file   PolicyFile: the ONNX session and its metadata, checked (``METADATA_VERSION``, check_metadata)
-    terms         numpy versions of the observation terms the G1 policies read, by the env term's path
+    terms         numpy versions of the observation terms the policies read, by the env term's path
+    ground        Ground: the ground height under a point, from the model's floor heightfield (z = 0 without one)
     reference     ReferenceMotion: a canonical motion clip at the control rate, played by time
     model_check   check_model: the MJCF against the metadata (joints, actuators, gains, limits, timestep)
     controller    Controller: MjData -> observation -> action -> PD targets, stepped at the metadata's rates

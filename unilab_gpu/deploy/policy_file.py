@@ -10,17 +10,27 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-METADATA_VERSION = 3
+METADATA_VERSION = 4
 """The ``metadata_version`` ``unilab-export`` writes and this runtime reads. History: 2 added
 ``action_offset_observation_columns`` (residual actions about a motion reference); 3 added per
 observation term ``func``, ``params`` (defaults filled in) and ``noise``, the ``commands`` those
 terms read (function and parameters), ``robot_model``, ``keyframe``, ``observed_joint_names`` and
-``observed_default_joint_pos``: enough to assemble the observation without the training code."""
+``observed_default_joint_pos``: enough to assemble the observation without the training code; 4
+added ``terrain`` (the generated ground's config, ``null`` on flat ground) and ``terrain_sha256``
+(of its heights), which a version-3 file lacks and means flat ground."""
+
+OLDEST_METADATA_VERSION = 3
+"""The oldest ``metadata_version`` this runtime still reads (what it adds since is optional)."""
+
+OPTIONAL_KEYS = {"terrain": None, "terrain_sha256": None}
+"""Keys added after :data:`OLDEST_METADATA_VERSION`, which an older file lacks, with the value its
+lack means: no terrain, flat ground."""
 
 REQUIRED_KEYS = (
     "observation_dim",
@@ -58,7 +68,8 @@ def read_metadata(path: str | os.PathLike, session: Any = None) -> dict[str, Any
     of it, to avoid loading the file twice).
 
     Raises:
-      DeploymentError: no metadata, a version other than :data:`METADATA_VERSION`, or a key missing.
+      DeploymentError: no metadata, a version outside ``[OLDEST_METADATA_VERSION, METADATA_VERSION]``,
+        or a key missing. :data:`OPTIONAL_KEYS` a file lacks get their flat-ground values.
     """
     if session is None:
         session = _session(path)
@@ -82,14 +93,16 @@ def read_metadata(path: str | os.PathLike, session: Any = None) -> dict[str, Any
             f"{path}: metadata_version {version!r} is newer than this runtime reads ({METADATA_VERSION}); "
             "update the runtime (unilab_gpu/deploy) to the exporting version"
         )
-    if version < METADATA_VERSION:
+    if version < OLDEST_METADATA_VERSION:
         raise DeploymentError(
-            f"{path}: metadata_version {version} lacks what the runtime needs (version {METADATA_VERSION}: term "
-            "functions and parameters); re-export the run with unilab-export"
+            f"{path}: metadata_version {version} lacks what the runtime needs (version {OLDEST_METADATA_VERSION}: "
+            "term functions and parameters); re-export the run with unilab-export"
         )
     missing = [key for key in REQUIRED_KEYS if key not in meta]
     if missing:
         raise DeploymentError(f"{path}: metadata lacks {missing}; re-export the run with unilab-export")
+    for key, value in OPTIONAL_KEYS.items():
+        meta.setdefault(key, value)
     check_metadata(meta, path)
     return meta
 
@@ -174,6 +187,13 @@ def check_metadata(meta: dict[str, Any], source: str | os.PathLike) -> None:
             and isinstance(command.get("params"), dict)
         ):
             check.fail(f"commands.{name}", "{func: <class path>, params: {...}}", command)
+    terrain, digest = meta.get("terrain"), meta.get("terrain_sha256")
+    if terrain is not None and not isinstance(terrain, dict):
+        check.fail("terrain", "null (flat ground) or the terrain config (a mapping)", terrain)
+    if (terrain is None) != (digest is None):
+        check.fail("terrain_sha256", "set exactly when 'terrain' is (null on flat ground)", digest)
+    if digest is not None and not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
+        check.fail("terrain_sha256", "64 lowercase hex digits (sha256 of the terrain's float32 heights)", digest)
 
 
 class _Checker:

@@ -29,8 +29,14 @@ class FallCheck(NamedTuple):
 
 
 def root_height_below(ctx: TermContext, term: str, min_height: float) -> FallCheck:
-    z = ctx.root_qpos + 2
-    return FallCheck(lambda data, frame: bool(data.qpos[z] < min_height), f"root below {min_height} m")
+    # Above the ground under the root, as the env measures it: z on a flat floor, the terrain's
+    # surface on a generated terrain (the model's floor heightfield).
+    root, ground = ctx.root_qpos, ctx.ground
+
+    def check(data: mujoco.MjData, frame: int) -> bool:
+        return bool(data.qpos[root + 2] - ground.heights_at(data.qpos[root : root + 2]) < min_height)
+
+    return FallCheck(check, f"root below {min_height} m" + ("" if ground.flat else " above the ground"))
 
 
 def body_tilt_above(ctx: TermContext, term: str, body_names: list[str], max_degrees: float) -> FallCheck:

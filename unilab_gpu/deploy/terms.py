@@ -1,14 +1,16 @@
-"""NumPy versions of the observation terms the G1 policies read, keyed by the env term's path.
+"""NumPy versions of the observation terms the policies read, keyed by the env term's path.
 
 Each entry of :data:`TERMS` builds, once, a reader ``read(data) -> (d,)`` float64 from the term's
 metadata ``params`` (names resolved to MuJoCo addresses here, not on every step); the reader
 returns what the training env's term of that path returns for one world (before the group's
 clip and scale, which :class:`~.controller.Controller` applies). Quaternions are wxyz, as in
-MuJoCo; rotations use MuJoCo's own ``mju_*`` routines.
+MuJoCo; rotations use MuJoCo's own ``mju_*`` routines. Heights above the ground (the height scan)
+read the model's floor heightfield (:class:`~.ground.Ground`; z = 0 without one).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +19,7 @@ import mujoco
 import numpy as np
 
 from . import registry
+from .ground import Ground
 from .policy_file import DeploymentError
 from .reference import ReferenceMotion
 from .rotations import quat_conjugate, quat_mul, rotate_inverse, rotmat
@@ -59,6 +62,12 @@ class TermContext:
     reference: ReferenceMotion | None = None
     frame: int = 0
     """The reference frame the policy observes now."""
+    ground: Ground | None = None
+    """The ground under the robot (the model's floor heightfield); built from ``model`` when not given."""
+
+    def __post_init__(self) -> None:
+        if self.ground is None:
+            self.ground = Ground(self.model)
 
     def command(self, name: str, func: str, term: str) -> dict[str, Any]:
         """The parameters of command ``name``, which must be of the kind of ``func`` (a class path
@@ -164,12 +173,49 @@ def motion_anchor_ori_b(ctx: TermContext, term: str, command_name: str = "motion
     return read
 
 
+def height_scan(
+    ctx: TermContext,
+    term: str,
+    size: list[float] | tuple[float, float] = (1.6, 1.0),
+    resolution: float = 0.1,
+    offset: float = 0.0,
+) -> Reader:
+    """The env's ``HeightScan``: ``ground - root z + offset`` at a ``size = [length, width]`` grid
+    of points every ``resolution`` metres centred on the root, in its heading (yaw-only) frame,
+    x fastest (back to front, then right to left); ``(rows * cols,)``."""
+    if not (isinstance(resolution, (int, float)) and resolution > 0):
+        raise DeploymentError(f"observation term '{term}': params.resolution must be > 0 m, got {resolution!r}")
+    if not (isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(v, (int, float)) for v in size)):
+        raise DeploymentError(f"observation term '{term}': params.size must be [length, width] in metres, got {size!r}")
+    if min(size) < 0:
+        raise DeploymentError(f"observation term '{term}': params.size must be >= 0 m each, got {list(size)!r}")
+    # The env's grid: the same epsilon keeps 1.6 / 0.1 = 15.999... from losing its last line.
+    cols = int(size[0] / resolution + 1e-6) + 1
+    rows = int(size[1] / resolution + 1e-6) + 1
+    x = (np.arange(cols) - (cols - 1) / 2) * resolution
+    y = (np.arange(rows) - (rows - 1) / 2) * resolution
+    gy, gx = np.meshgrid(y, x, indexing="ij")
+    px, py = gx.reshape(-1), gy.reshape(-1)
+    ground, root = ctx.ground, ctx.root_qpos
+
+    def read(data: mujoco.MjData) -> np.ndarray:
+        position = data.qpos[root : root + 3]
+        w, qx, qy, qz = data.qpos[root + 3 : root + 7]
+        yaw = math.atan2(2.0 * (w * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz))
+        c, s = math.cos(yaw), math.sin(yaw)
+        points = np.stack([position[0] + c * px - s * py, position[1] + s * px + c * py], axis=-1)
+        return ground.heights_at(points) - position[2] + offset
+
+    return read
+
+
 TERMS: dict[str, Callable[..., Reader]] = {
     "unilab_gpu.envs.mdp.observations.joint_pos_rel": joint_pos_rel,
     "unilab_gpu.envs.mdp.observations.joint_vel": joint_vel,
     "unilab_gpu.envs.mdp.observations.last_action": last_action,
     "unilab_gpu.envs.mdp.observations.sensor": sensor,
     "unilab_gpu.envs.mdp.observations.projected_gravity": projected_gravity,
+    "unilab_gpu.envs.mdp.observations.HeightScan": height_scan,
     "unilab_gpu.tasks.velocity.observations.velocity_command": velocity_command,
     "unilab_gpu.tasks.velocity.observations.gait_phase": gait_phase,
     "unilab_gpu.tasks.tracking.observations.motion_command": motion_command,
@@ -177,7 +223,8 @@ TERMS: dict[str, Callable[..., Reader]] = {
     "unilab_gpu.tasks.tracking.observations.motion_anchor_ori_b": motion_anchor_ori_b,
 }
 """The env term's dotted path (``func`` in the metadata) -> its reader builder
-``build(ctx, term_name, **params)``: the terms of the G1 velocity and tracking policy groups.
+``build(ctx, term_name, **params)``: the terms of the velocity and tracking policy groups, and the
+height scan a rough-terrain policy may read.
 User modules add theirs (:mod:`.registry`, ``OBSERVATIONS``)."""
 
 

@@ -20,16 +20,23 @@ slice, history length, scale and clip, and the term's function and parameters (d
 in), so the robot side can assemble the same vector (``[start, stop)`` columns, oldest history
 first); the commands those terms read (a velocity command's gait clock, a motion command's
 anchor and bodies) are listed with theirs. :mod:`unilab_gpu.deploy` is such a robot side.
+
+A task on a generated terrain records its resolved ``terrain`` config (``terrain.generator.TerrainCfg``
+as plain JSON; ``null`` on flat ground) and ``terrain_sha256``, the sha256 of the generated float32
+heights: a runtime that rebuilds the ground from the config (``generate_terrain`` and
+``add_terrain`` on the robot's MJCF, as ``unilab-sim2sim`` does) proves it is the same ground.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from pathlib import Path
 from typing import Any
 
 import mujoco
 
+from unilab_gpu.deploy.ground import heights_sha256
 from unilab_gpu.deploy.policy_file import METADATA_VERSION
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.managers.term import NAME_PARAMS, resolve_callable
@@ -113,6 +120,8 @@ def deployment_metadata(
         "control_dt": env.step_dt,
         "physics_dt": env.physics_dt,
         "decimation": env.cfg.decimation,
+        "terrain": _plain(dataclasses.asdict(env.cfg.terrain)) if env.cfg.terrain is not None else None,
+        "terrain_sha256": heights_sha256(env.terrain_grid.heights) if env.terrain_grid is not None else None,
     }
 
 

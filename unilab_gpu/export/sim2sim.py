@@ -9,6 +9,13 @@ task config that have a runtime twin (:class:`FallRule`); after one the robot is
 start, or at the reference's current frame, and goes on. :func:`sim2sim` returns the report
 (docs/deploy.md); ``unilab-sim2sim`` (``unilab_gpu/cli/sim2sim.py``) is its command line.
 
+A policy of a task on a generated terrain (metadata ``terrain``) runs on that ground: the MJCF's
+floor becomes the heightfield of ``generate_terrain(meta["terrain"])`` (``add_terrain``, as the env
+builds its scene), whose heights must hash to the metadata's ``terrain_sha256``, and a velocity
+policy starts on one sub-terrain, its origin added to the keyframe's root position as the env's
+``Terrain.stage`` does (:func:`choose_terrain`). A terrain file replaces the metadata's ground for
+a run (an evaluation terrain of fixed slopes or stairs).
+
 Unlike :mod:`unilab_gpu.deploy`, this module uses the training side: the task config (the
 failure terminations and their thresholds), motion conversion and the offscreen renderer.
 """
@@ -27,10 +34,16 @@ import numpy as np
 
 from unilab_gpu.deploy import Controller, DeploymentError, PolicyFile, ReferenceMotion
 from unilab_gpu.deploy.controller import command_of
+from unilab_gpu.deploy.ground import heights_sha256
 from unilab_gpu.deploy.rotations import quat_conjugate, quat_mul, rotate, rotate_inverse, yaw_quat
 from unilab_gpu.deploy.terminations import build_fall_check, fall_check_builders
 from unilab_gpu.export.metadata import defining_path
 from unilab_gpu.managers.term import resolve_callable
+from unilab_gpu.terrain.generator import TerrainGrid, generate_terrain
+from unilab_gpu.terrain.scene import add_terrain
+
+TERRAIN_FILE_MAX_BYTES = 1 << 20
+"""Largest ``--terrain`` file read (a terrain section is a few hundred bytes)."""
 
 
 def policy_kind(meta: dict[str, Any]) -> str:
@@ -148,6 +161,161 @@ def load_reference(
     return ReferenceMotion(clip.fps, clip.joint_names, clip.body_names, **clip.arrays()), name
 
 
+@dataclass(frozen=True)
+class TerrainChoice:
+    """The ground a run stands on and the sub-terrain a velocity policy starts on."""
+
+    grid: TerrainGrid
+    config: dict[str, Any]
+    """The terrain config the grid was generated from (plain JSON)."""
+    source: str
+    """``"metadata"`` (the policy's training terrain, sha256 checked) or the ``--terrain`` file."""
+    level: int
+    column: int
+
+    @property
+    def sub_terrain(self) -> str:
+        """The sub-terrain type of the start's column."""
+        return self.grid.column_types[self.column]
+
+    @property
+    def origin(self) -> np.ndarray:
+        """``(3,)`` the start's sub-terrain origin (its centre and the ground there)."""
+        return np.asarray(self.grid.origins[self.level, self.column], dtype=np.float64)
+
+    def report(self, placed: bool) -> dict[str, Any]:
+        """The report's ``terrain`` entry; the start (level, column, sub-terrain, origin) ``None``
+        unless the robot was ``placed`` on it (a tracking policy starts at its reference's pose)."""
+        return {
+            "source": self.source,
+            "config": self.config,
+            "sha256": heights_sha256(self.grid.heights),
+            "level": self.level if placed else None,
+            "column": self.column if placed else None,
+            "sub_terrain": self.sub_terrain if placed else None,
+            "origin": [float(v) for v in self.origin] if placed else None,
+        }
+
+
+def read_terrain_file(path: str | Path) -> dict[str, Any]:
+    """The ``terrain:`` mapping of a YAML file (a task config's terrain section; other keys are
+    ignored), as plain values.
+
+    Raises:
+      DeploymentError: no such file, too large, not YAML, or no ``terrain:`` mapping; one line.
+    """
+    from omegaconf import DictConfig, OmegaConf  # the training side's config reader
+    from omegaconf.errors import OmegaConfBaseException
+    from yaml import YAMLError
+
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DeploymentError(f"--terrain: no terrain file at {path}")
+    if path.stat().st_size > TERRAIN_FILE_MAX_BYTES:
+        raise DeploymentError(f"--terrain: {path} is larger than {TERRAIN_FILE_MAX_BYTES >> 10} kB; not read")
+    try:
+        cfg = OmegaConf.load(path)
+        terrain = cfg.get("terrain") if isinstance(cfg, DictConfig) else None
+        plain = OmegaConf.to_container(terrain, resolve=True) if isinstance(terrain, DictConfig) else None
+    except (YAMLError, OmegaConfBaseException, UnicodeDecodeError) as error:
+        reason = " ".join(str(error).split())[:200]
+        raise DeploymentError(f"--terrain: {path} is not a readable YAML config ({reason})") from None
+    if plain is None:
+        raise DeploymentError(
+            f"--terrain: {path} has no 'terrain:' mapping at its top level (the terrain section of a task config, "
+            "docs/terrain.md)"
+        )
+    return plain
+
+
+def choose_terrain(
+    meta: dict[str, Any],
+    kind: str,
+    terrain_file: str | Path | None = None,
+    level: int | None = None,
+    column: int | None = None,
+    sub_terrain: str | None = None,
+) -> TerrainChoice | None:
+    """The ground of a run: the metadata's terrain (its heights' sha256 checked against
+    ``terrain_sha256``) or ``terrain_file``'s; ``None`` on a flat-ground policy without options.
+
+    The start is sub-terrain ``(level, column)``: ``level`` by default the top one, ``column`` by
+    default 0, or the first column of type ``sub_terrain``.
+
+    Raises:
+      DeploymentError: one line naming the option: a terrain option on a flat-ground policy, or a
+        placement on a tracking policy (it starts at its reference's pose); both a column and a
+        sub-terrain; a level or column out of range; an unknown sub-terrain name; a bad terrain
+        file or config; rebuilt heights that differ from the metadata's.
+    """
+    given = [
+        (option, value)
+        for option, value in (
+            ("--terrain", terrain_file),
+            ("--terrain-level", level),
+            ("--terrain-column", column),
+            ("--sub-terrain", sub_terrain),
+        )
+        if value is not None
+    ]
+    if meta.get("terrain") is None:
+        if given:
+            raise DeploymentError(
+                f"{given[0][0]}: the policy ({meta.get('task')}) was trained on flat ground (its metadata names no "
+                "terrain); terrain options apply to policies of a task with a terrain (docs/terrain.md)"
+            )
+        return None
+    placed = [option for option, _ in given if option != "--terrain"]
+    if placed and kind == "tracking":
+        raise DeploymentError(f"{placed[0]}: a tracking policy starts at its reference's pose, not on a sub-terrain")
+    if column is not None and sub_terrain is not None:
+        raise DeploymentError("--terrain-column and --sub-terrain: give one of the two")
+    if terrain_file is not None:
+        config, source = read_terrain_file(terrain_file), str(terrain_file)
+        try:
+            grid = generate_terrain(config)
+        except (ValueError, FileNotFoundError) as error:
+            raise DeploymentError(f"--terrain: {terrain_file}: {error}") from None
+    else:
+        config, source = meta["terrain"], "metadata"
+        try:
+            grid = generate_terrain(config)
+        except (ValueError, FileNotFoundError) as error:
+            raise DeploymentError(f"metadata 'terrain': {error}") from None
+        digest = heights_sha256(grid.heights)
+        if digest != meta.get("terrain_sha256"):
+            raise DeploymentError(
+                f"metadata 'terrain_sha256': the terrain rebuilt from the metadata's config has sha256 "
+                f"{digest[:16]}..., the policy trained on {str(meta.get('terrain_sha256'))[:16]}... (the terrain "
+                "generator or a height function changed since the export); give the ground with --terrain FILE"
+            )
+    levels, cols = grid.num_levels, grid.num_cols
+    level = levels - 1 if level is None else level
+    if not 0 <= level < levels:
+        raise DeploymentError(f"--terrain-level: {level} is not a level of the terrain (0 to {levels - 1})")
+    if sub_terrain is not None:
+        names = list(dict.fromkeys(grid.column_types))
+        if sub_terrain not in names:
+            raise DeploymentError(
+                f"--sub-terrain: the terrain has no sub-terrain {sub_terrain!r}; its sub-terrains: {', '.join(names)}"
+            )
+        column = grid.column_types.index(sub_terrain)
+    column = 0 if column is None else column
+    if not 0 <= column < cols:
+        raise DeploymentError(f"--terrain-column: {column} is not a column of the terrain (0 to {cols - 1})")
+    return TerrainChoice(grid, config, source, level, column)
+
+
+def scene_model(mjcf: str | Path, grid: TerrainGrid | None = None) -> mujoco.MjModel:
+    """The MuJoCo model of ``mjcf``, on ``grid``'s terrain when given: its floor plane replaced by the
+    heightfield, as the env builds its scene (``terrain.scene.add_terrain``)."""
+    if grid is None:
+        return mujoco.MjModel.from_xml_path(str(mjcf))
+    spec = mujoco.MjSpec.from_file(str(mjcf))
+    add_terrain(spec, grid)
+    return spec.compile()
+
+
 def control_steps(seconds: float, control_dt: float) -> int:
     """Whole control steps in ``seconds`` (a step that does not fit is not taken).
 
@@ -169,10 +337,19 @@ class Sim2Sim:
       controller: the runtime, with the reference of a tracking policy.
       command: ``[v_x, v_y, omega_z]`` of a velocity policy (``None``: standing, or tracking).
       falls: the failure terminations counted (:class:`FallRule`).
+      origin: ``(3,)`` added to the keyframe's root position at every start of a velocity policy
+        (the sub-terrain it starts on, :class:`TerrainChoice`); ``None``: the keyframe's.
     """
 
-    def __init__(self, controller: Controller, command: Sequence[float] | None, falls: FallRule) -> None:
+    def __init__(
+        self,
+        controller: Controller,
+        command: Sequence[float] | None,
+        falls: FallRule,
+        origin: Sequence[float] | None = None,
+    ) -> None:
         self.controller = ctl = controller
+        self.origin = None if origin is None else np.asarray(origin, dtype=np.float64)
         self.model = model = controller.model
         self.data = mujoco.MjData(model)
         meta = controller.metadata
@@ -200,7 +377,7 @@ class Sim2Sim:
         self.start()
 
     def start(self, time: float = 0.0, phase: float = 0.0) -> None:
-        """Put the robot at its start: the keyframe, or the reference at ``time``."""
+        """Put the robot at its start: the keyframe (on :attr:`origin`), or the reference at ``time``."""
         ctl, model, data = self.controller, self.model, self.data
         keyframe = ctl.metadata.get("keyframe")
         key = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, keyframe) if keyframe else -1
@@ -214,6 +391,8 @@ class Sim2Sim:
             data.qpos[self.root_qpos : self.root_qpos + 7] = qpos[:7]
             data.qvel[:6] = qvel[:6]
             data.qpos[joints.joint_qpos], data.qvel[joints.joint_qvel] = qpos[7:], qvel[6:]
+        elif self.origin is not None:
+            data.qpos[self.root_qpos : self.root_qpos + 3] += self.origin
         ctl.reset(data, time=time, phase=phase)
 
     def _watch(self, data: mujoco.MjData) -> None:
@@ -340,8 +519,16 @@ def sim2sim(
     model_path: str | Path | None = None,
     on_step: Callable[[int, int, int], None] | None = None,
     announce: Callable[[str], None] = print,
+    terrain: str | Path | None = None,
+    terrain_level: int | None = None,
+    terrain_column: int | None = None,
+    sub_terrain: str | None = None,
 ) -> dict[str, Any]:
     """Run ``policy_path`` in MuJoCo C; returns the report (docs/deploy.md).
+
+    A policy of a task on a terrain runs on it (:func:`choose_terrain`: ``terrain`` a terrain file
+    in place of the metadata's, the start on sub-terrain ``terrain_level``, ``terrain_column`` or
+    the first column of type ``sub_terrain``); the report's ``terrain`` says which.
 
     ``seconds`` is rounded down to whole control steps (at least one); ``seconds`` in the report is
     the time simulated. On ``KeyboardInterrupt`` during the run the report covers the steps taken
@@ -357,7 +544,8 @@ def sim2sim(
     meta = policy.metadata
     kind = policy_kind(meta)
     mjcf = Path(model_path) if model_path is not None else robot_asset(meta.get("robot_model") or "g1")
-    model = mujoco.MjModel.from_xml_path(str(mjcf))
+    ground = choose_terrain(meta, kind, terrain, terrain_level, terrain_column, sub_terrain)
+    model = scene_model(mjcf, ground.grid if ground is not None else None)
     if kind == "velocity" and motion is not None:
         raise DeploymentError(f"--motion: the policy ({meta.get('task')}) follows no motion command")
     if kind == "velocity" and command is None:
@@ -374,10 +562,16 @@ def sim2sim(
         seconds = reference.duration
     control_steps(seconds, controller.control_dt)  # refuse before the model and renderer are set up
     falls = FallRule.of_task(meta)
-    run = Sim2Sim(controller, command, falls)
+    origin = ground.origin if ground is not None and reference is None else None
+    run = Sim2Sim(controller, command, falls, origin)
+    on_ground = ""
+    if ground is not None:
+        on_ground = f" on the terrain of {'the policy' if ground.source == 'metadata' else ground.source}"
+        if origin is not None:
+            on_ground += f", level {ground.level} column {ground.column} ({ground.sub_terrain})"
     announce(
-        f"unilab-sim2sim: {meta.get('task')} / {meta.get('algo')} policy {policy_path} on {mjcf.name} in MuJoCo "
-        f"{mujoco.__version__} (C) for {seconds:g} s, "
+        f"unilab-sim2sim: {meta.get('task')} / {meta.get('algo')} policy {policy_path} on {mjcf.name}{on_ground} in "
+        f"MuJoCo {mujoco.__version__} (C) for {seconds:g} s, "
         + (f"motion {motion_name}" if reference is not None else f"command {list(command)}")
     )
     recorder = _VideoFrames(model) if video is not None else None
@@ -395,6 +589,7 @@ def sim2sim(
         "task": meta.get("task"),
         "algo": meta.get("algo"),
         "mjcf": str(mjcf),
+        "terrain": ground.report(placed=origin is not None) if ground is not None else None,
         "engine": f"MuJoCo {mujoco.__version__} (C)",
         "command": None if reference is not None else [float(c) for c in command],
         "motion": motion_name,

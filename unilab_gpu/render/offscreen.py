@@ -15,17 +15,49 @@ switched on here: the far checker otherwise flickers into moiré, and a GIF of i
 Shadows are off: Mesa's software rasteriser, which renders
 every CPU-only video, draws MuJoCo's shadow maps as black speckles around the feet and on the
 robot itself (shadow acne), and the translucent ghost would cast shadows of its own.
+
+On a generated terrain (the floor is a heightfield, docs/terrain.md) MuJoCo draws the heightfield
+itself, but the model's statistic is the terrain's (an extent of the grid's size, tens of metres,
+and a centre at its lowest point), and MuJoCo scales the near clipping plane and the fog by it: the
+picture is drawn from a copy of the model with the robot's own statistic (:func:`robot_statistic`),
+so it looks as on the flat floor, and the camera follows the ground under the robot
+(:class:`~unilab_gpu.deploy.ground.Ground`), so a robot on a high sub-terrain stays in view.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 
 import mujoco
 import numpy as np
 
+from unilab_gpu.deploy.ground import Ground
+
 GHOST_RGBA = (0.2, 0.55, 1.0, 0.4)
 """Colour of the ghost geoms (translucent blue)."""
+
+
+GROUND_SPAN = 1.0
+"""Side (m) of the square around the followed body whose mean ground height the camera follows
+on a terrain (smooth over a stair's edge, where the ground under a point jumps)."""
+
+
+def robot_statistic(model: mujoco.MjModel) -> tuple[np.ndarray, float]:
+    """Centre ``(3,)`` and extent (m) of the model's moving parts at ``qpos0``: MuJoCo's model
+    statistic (the bounding box of bodies, joint anchors, sites and geoms) without the world body's
+    geoms (the floor, or a terrain)."""
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)
+    points = [data.xpos[1:], data.xipos[1:], data.xanchor, data.site_xpos]
+    moving = model.geom_bodyid > 0
+    radius = model.geom_rbound[moving][:, None]
+    points += [data.geom_xpos[moving] - radius, data.geom_xpos[moving] + radius]
+    stacked = np.concatenate([p.reshape(-1, 3) for p in points])
+    if len(stacked) == 0:
+        return np.array(model.stat.center), float(model.stat.extent)
+    low, high = stacked.min(axis=0), stacked.max(axis=0)
+    return (low + high) / 2, max(float((high - low).max()), 1e-5)
 
 
 def gl_backend() -> str:
@@ -56,7 +88,8 @@ class OffscreenRenderer:
 
     The camera looks at the body's horizontal position from a fixed height (the model's centre
     at its reference pose), so the horizon stays still while the robot walks and a fall shows
-    as a fall rather than as the floor rising.
+    as a fall rather than as the floor rising; on a terrain, from that height above the ground
+    around the body (the mean over ``GROUND_SPAN``), so it climbs stairs with the robot.
 
     Args:
       model: the MuJoCo model.
@@ -75,7 +108,16 @@ class OffscreenRenderer:
         azimuth: float = 135.0,
         elevation: float = -15.0,
     ) -> None:
+        self.ground = Ground(model)
+        """The ground the camera follows (flat: z = 0)."""
+        centre = model.stat.center
+        if not self.ground.flat:  # the terrain's statistic would scale the picture (module docstring)
+            centre, extent = robot_statistic(model)
+            model = copy.copy(model)
+            model.stat.center[:] = centre
+            model.stat.extent = extent
         self.model = model
+        """The model drawn (on a terrain, a copy with the robot's statistic)."""
         self.width, self.height = width, height
         # Offscreen buffer must hold the frame; the model's default is 640 x 480.
         model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
@@ -87,12 +129,18 @@ class OffscreenRenderer:
         self._scene = mujoco.MjvScene(model, maxgeom=2 * model.ngeom + 100)
         self._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False  # see the module docstring
         self._scene.flags[mujoco.mjtRndFlag.mjRND_FOG] = True
-        self._option = mujoco.MjvOption()
+        self.option = mujoco.MjvOption()
+        """What the picture shows (``geomgroup``, flags); MuJoCo's defaults."""
         self._perturb = mujoco.MjvPerturb()
         self.body = body
         self.camera = mujoco.MjvCamera()
         self.camera.type = mujoco.mjtCamera.mjCAMERA_FREE
-        self.camera.lookat[2] = model.stat.center[2]
+        self._height = float(centre[2])
+        """Height of the camera's target above the ground (flat: above z = 0)."""
+        self.camera.lookat[2] = self._height
+        half = GROUND_SPAN / 2
+        offsets = np.linspace(-half, half, 5)
+        self._around = np.stack(np.meshgrid(offsets, offsets, indexing="ij"), axis=-1).reshape(-1, 2)
         self.camera.distance, self.camera.azimuth, self.camera.elevation = distance, azimuth, elevation
         self._ghost = mujoco.MjData(model)
         self._pixels = np.zeros((height, width, 3), dtype=np.uint8)
@@ -102,15 +150,18 @@ class OffscreenRenderer:
         ``ghost_qpos`` ``(nq,)`` when given."""
         scene = self._scene
         self.camera.lookat[:2] = data.xpos[self.body, :2]
+        if not self.ground.flat:
+            ground = self.ground.heights_at(data.xpos[self.body, :2] + self._around)
+            self.camera.lookat[2] = float(ground.mean()) + self._height
         mujoco.mjv_updateScene(
-            self.model, data, self._option, self._perturb, self.camera, mujoco.mjtCatBit.mjCAT_ALL, scene
+            self.model, data, self.option, self._perturb, self.camera, mujoco.mjtCatBit.mjCAT_ALL, scene
         )
         if ghost_qpos is not None:
             self._ghost.qpos[:] = ghost_qpos
             mujoco.mj_kinematics(self.model, self._ghost)
             first = scene.ngeom
             mujoco.mjv_addGeoms(
-                self.model, self._ghost, self._option, self._perturb, mujoco.mjtCatBit.mjCAT_DYNAMIC, scene
+                self.model, self._ghost, self.option, self._perturb, mujoco.mjtCatBit.mjCAT_DYNAMIC, scene
             )
             for i in range(first, scene.ngeom):
                 scene.geoms[i].rgba[:] = GHOST_RGBA

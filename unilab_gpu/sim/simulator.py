@@ -62,18 +62,41 @@ def load_mj_model(
       edit: optional function that modifies the ``MjSpec`` before compilation (e.g. change
         the timestep, add a site); this is where tasks adapt the robot without copying files.
     """
-    if isinstance(source, mujoco.MjSpec):
-        spec = source
-    else:
-        path = Path(source)
-        if path.suffix != ".xml":
-            path = robot_asset(str(source))
-        if not path.is_file():
-            raise FileNotFoundError(f"model file not found: {path}")
-        spec = mujoco.MjSpec.from_file(str(path))
+    spec = source if isinstance(source, mujoco.MjSpec) else mujoco.MjSpec.from_file(str(model_path(source)))
     if edit is not None:
         edit(spec)
     return spec.compile()
+
+
+def model_path(source: str | Path) -> Path:
+    """The MJCF file of ``source``: a path to an ``.xml`` file, or a robot name (its ``scene.xml``).
+
+    Raises:
+      FileNotFoundError: no such file (or robot).
+    """
+    path = Path(source)
+    if path.suffix != ".xml":
+        path = robot_asset(str(source))
+    if not path.is_file():
+        raise FileNotFoundError(f"model file not found: {path}")
+    return path
+
+
+def scene_xml(source: str | Path, edit: Callable[[mujoco.MjSpec], None] | None = None) -> str:
+    """The MJCF text of model ``source`` (as :func:`load_mj_model` reads it) after ``edit``, one file
+    that MuJoCo loads from any folder: includes are inlined, and the mesh and texture folders of a
+    model with asset files are made absolute (they were relative to the model's own folder)."""
+    path = model_path(source)
+    spec = mujoco.MjSpec.from_file(str(path))
+    if edit is not None:
+        edit(spec)
+    folder = path.resolve().parent
+    if any(mesh.file for mesh in spec.meshes) or any(skin.file for skin in spec.skins):
+        spec.meshdir = str(folder / spec.meshdir)
+    if any(texture.file or any(texture.cubefiles) for texture in spec.textures):
+        spec.texturedir = str(folder / spec.texturedir)
+    spec.compile()  # to_xml writes a compiled spec
+    return spec.to_xml()
 
 
 class Simulator:

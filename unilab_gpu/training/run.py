@@ -1,7 +1,8 @@
 """A training run: its folder, config and trainer, built from a resolved config.
 
 Nothing is written before the config is valid. A run folder ``<run_root>/<task>/<algo>/<timestamp>/``
-receives the resolved ``config.yaml``, TensorBoard event files and ``checkpoint.pt``; it is created
+receives the resolved ``config.yaml``, TensorBoard event files and ``checkpoint.pt`` (and, for a task
+on a generated terrain, ``scene.xml``: the MuJoCo scene trained on, :func:`write_scene`); it is created
 only once env and agent are built and never reused by another run, and a resume is checked against
 its checkpoint before anything is written (:mod:`unilab_gpu.rl.checkpoint`).
 """
@@ -45,10 +46,12 @@ from unilab_gpu.rl.distributed import DataParallel
 from unilab_gpu.rl.logger import Progress, TrainLogger
 from unilab_gpu.rl.off_policy import run_updates
 from unilab_gpu.rl.trainer import OffPolicyTrainer, Trainer, TrainerSettings
+from unilab_gpu.sim.simulator import scene_xml
+from unilab_gpu.terrain.scene import add_terrain
 from unilab_gpu.training.config import ConfigError
 from unilab_gpu.training.evaluation import PeriodicEvaluation
 from unilab_gpu.training.signals import stop_signals_deferred
-from unilab_gpu.utils.files import unwritable
+from unilab_gpu.utils.files import SCENE_NAME, unwritable
 
 
 class NothingToDo(Exception):
@@ -120,6 +123,18 @@ class Run:
 def write_config(cfg: DictConfig, run_dir: Path) -> None:
     """Write the resolved ``config.yaml`` of a run atomically."""
     write_atomic(run_dir / CONFIG_NAME, lambda file: file.write(OmegaConf.to_yaml(cfg).encode()))
+
+
+def write_scene(env: ManagerBasedRlEnv, run_dir: Path) -> Path | None:
+    """Write the run's ``scene.xml`` atomically when its task has a generated terrain: the robot's
+    MJCF with the floor replaced by the terrain, as the env built it (``terrain.scene.add_terrain``),
+    in one file that MuJoCo's viewer opens from the run folder (``python -m mujoco.viewer
+    --mjcf=scene.xml``); returns its path, or ``None`` on flat ground (the robot's own scene)."""
+    grid = env.terrain_grid
+    if grid is None:
+        return None
+    text = scene_xml(env.cfg.sim.model, lambda spec: add_terrain(spec, grid)).encode()
+    return write_atomic(run_dir / SCENE_NAME, lambda file: file.write(text))
 
 
 def build_run(cfg: DictConfig, stream=None, data_parallel: DataParallel | None = None) -> Run:
@@ -249,6 +264,7 @@ def _build(
         run_dir: Path | None = Path(cfg.resume)
         if main:
             write_config(cfg, run_dir)  # type: ignore[arg-type]
+            write_scene(env, run_dir)  # type: ignore[arg-type]
     elif not main:
         run_dir = None  # rank 0 names and writes the folder
     else:
@@ -256,6 +272,7 @@ def _build(
 
         def fill(folder: Path) -> None:
             write_config(cfg, folder)
+            write_scene(env, folder)
             save_checkpoint(folder / CHECKPOINT_NAME, Run(folder, cfg, trainer, None).payload())  # type: ignore[arg-type]
 
         run_dir, lock = create_run_folder(target, fill, numbered=numbered)

@@ -36,6 +36,9 @@ CHECKPOINT_NAME = "checkpoint.pt"
 CONFIG_NAME = "config.yaml"
 """Resolved config of a run, inside its run folder."""
 
+SCENE_NAME = "scene.xml"
+"""The MuJoCo scene of a run on a generated terrain, inside its run folder (``training.run.write_scene``)."""
+
 LOCK_NAME = "trainer.lock"
 """Lock file of the trainer using a run folder (holds ``<pid> <host>`` while locked)."""
 

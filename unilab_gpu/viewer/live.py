@@ -103,7 +103,10 @@ class LiveViewer:
             raise PortInUseError(f"viewer: {field}port {port}: {HOST}:{port} is in use; choose another port")
         self.url = f"http://{HOST}:{self.server.get_port()}"
         feed = self.feed
-        self.scene = WorldsScene(self.server, env.sim.mj_model, worlds, feed.has_reference, feed.has_command)
+        on_terrain = env.terrain is not None  # the worlds stand on their sub-terrains: no side-by-side shift
+        self.scene = WorldsScene(
+            self.server, env.sim.mj_model, worlds, feed.has_reference, feed.has_command, on_terrain=on_terrain
+        )
         self.paused = False
         self.speed = 1.0
         self._steps_requested = 0

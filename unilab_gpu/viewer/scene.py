@@ -3,8 +3,11 @@
 Geometry comes from mjviser (MuJoCo geoms as viser meshes, one batched handle per body shape,
 K instances each); poses are computed on the host from the copied ``qpos`` with
 ``mujoco.mj_kinematics``. World ``k`` of the K shown is drawn shifted by ``k * spacing`` along y,
-so worlds that all start at the origin stand side by side. The camera follows the world chosen in
-mjviser's "Environment" control (its "Track camera" box); everything here moves with it.
+so worlds that all start at the origin stand side by side; on a generated terrain the spacing is 0
+(:func:`world_spacing`): there the worlds already stand apart, each on its sub-terrain of the one
+ground drawn, and a shift would stand them in the air or inside a step. The camera follows the
+world chosen in mjviser's "Environment" control (its "Track camera" box); everything here moves
+with it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,15 @@ VELOCITY_RGB = (255, 140, 0)
 """Colour of the measured root velocity arrow."""
 ARROW_HEIGHT = 0.6
 """Arrows start this far (m) above the root body."""
+
+
+def world_spacing(model: mujoco.MjModel, on_terrain: bool) -> float:
+    """Display distance (m) between neighbouring worlds along y: 0 on a generated terrain (the
+    worlds share its ground and stand on their own sub-terrains), else twice the model's extent
+    within [1, 2] m (side by side, clear of each other)."""
+    if on_terrain:
+        return 0.0
+    return float(np.clip(2.0 * model.stat.extent, 1.0, 2.0))
 
 
 def world_offsets(worlds: int, spacing: float) -> np.ndarray:
@@ -62,11 +74,21 @@ class WorldsScene:
       worlds: K, the number of worlds drawn.
       ghost: draw a translucent reference pose per world (snapshots carry ``reference_qpos``).
       arrows: draw the velocity command and the measured root velocity per world.
+      on_terrain: the env has a generated terrain (``env.terrain``): no display offsets
+        (:func:`world_spacing`).
     """
 
-    def __init__(self, server: viser.ViserServer, model: mujoco.MjModel, worlds: int, ghost: bool, arrows: bool):
+    def __init__(
+        self,
+        server: viser.ViserServer,
+        model: mujoco.MjModel,
+        worlds: int,
+        ghost: bool,
+        arrows: bool,
+        on_terrain: bool = False,
+    ):
         self.server, self.model, self.worlds = server, model, worlds
-        self.spacing = float(np.clip(2.0 * model.stat.extent, 1.0, 2.0))
+        self.spacing = world_spacing(model, on_terrain)
         self.offsets = world_offsets(worlds, self.spacing)
         self.scene = ViserMujocoScene(server, model, num_envs=worlds)
         self._data = mujoco.MjData(model)
