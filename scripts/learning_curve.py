@@ -87,8 +87,10 @@ CURVE_KEYS = (
     "episode/return",
     *(key for metrics in TASK_METRICS.values() for key in metrics.errors),
     "train/reward_mean",
+    "terrain/mean_level",
 )
-"""Scalars of each logging point kept in the curve (when the task has them)."""
+"""Scalars of each logging point kept in the curve (when the task has them; the mean terrain
+level on a task with a terrain curriculum)."""
 
 
 def task_metrics(env) -> tuple[str, TaskMetrics] | None:
@@ -374,7 +376,9 @@ def plot(report: dict, path: Path) -> None:
     baseline = {"episode/length": "episode_length"}
     for metrics in TASK_METRICS.values():
         baseline.update(metrics.errors)
-    keys = [k for k in (*baseline, "train/reward_mean") if any(k in row for row in report["curve"])]
+    keys = [
+        k for k in (*baseline, "train/reward_mean", "terrain/mean_level") if any(k in row for row in report["curve"])
+    ]
     by_age = next((m.by_age for m in TASK_METRICS.values() if age_keys(m.by_age)[0] in report["trained"]), None)
     clean = "clean_eval" in report["trained"]
     panels = len(keys) + (by_age is not None) + clean

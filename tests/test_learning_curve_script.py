@@ -218,3 +218,9 @@ def test_replot_of_a_missing_or_corrupt_report_is_one_line(tmp_path, capsys) -> 
     )
     assert "needs --plot" in _refused(lc, capsys, ["--replot", "--out", str(other)])
     assert plot.read_bytes() == b"old plot" and not missing.exists()
+
+
+def test_curve_keeps_the_mean_terrain_level() -> None:
+    lc = load_script("learning_curve")
+    row = lc.curve_row(1600, 2.0, {"terrain/mean_level": 2.25, "episode/length": 400.0, "not/kept": 1.0})
+    assert row == {"env_steps": 1600, "seconds": 2.0, "episode/length": 400.0, "terrain/mean_level": 2.25}
