@@ -160,11 +160,13 @@ def test_curriculum_promotes_demotes_and_wraps_on_hand_made_distances() -> None:
     ids = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 8])  # padded with num_envs
     failed = torch.tensor([True, False, False, False, False, False, True, False, False, False])
     torch.manual_seed(0)
-    levels = terrain.curriculum.new_levels(terrain, ids, failed)
+    levels = terrain.curriculum.new_levels(ids, failed, terrain.level, terrain.env_origin, 3)
     expected = {0: 2, 1: 0, 2: 1, 3: 0, 5: 1, 6: 0, 7: 1}
     assert {row: levels[row].item() for row in expected} == expected
     # Past the top: uniform over all levels (many draws cover every level).
-    wrapped = torch.stack([terrain.curriculum.new_levels(terrain, ids, failed)[4] for _ in range(60)])
+    wrapped = torch.stack(
+        [terrain.curriculum.new_levels(ids, failed, terrain.level, terrain.env_origin, 3)[4] for _ in range(60)]
+    )
     assert set(wrapped.tolist()) == {0, 1, 2}
     # Applied at staging: levels and origins move, the staged root lands on the new origin.
     staging = ResetStaging(8, ids, nq=7, nv=6)

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
-
-if TYPE_CHECKING:
-    from unilab_gpu.terrain.terrain import Terrain
 
 
 class TerrainCurriculum:
@@ -51,20 +46,24 @@ class TerrainCurriculum:
         self.promote_distance = float(promote_distance)
         self.demote_ratio = float(demote_ratio)
 
-    def new_levels(self, terrain: Terrain, env_ids: torch.Tensor, failed: torch.Tensor) -> torch.Tensor:
-        """The levels ``(K,)`` of rows ``env_ids (K,)`` whose episodes ended in a failure where
-        ``failed (K,)`` is set, after the rules above (padded ids read row ``N - 1``; their result
-        goes to the dummy row)."""
-        rows = env_ids.clamp_max(terrain.num_envs - 1)
-        walked = torch.linalg.vector_norm(self.root_pos_w[rows, :2] - terrain.env_origin[rows, :2], dim=1)
+    def new_levels(
+        self,
+        env_ids: torch.Tensor,
+        failed: torch.Tensor,
+        level: torch.Tensor,
+        env_origin: torch.Tensor,
+        num_levels: int,
+    ) -> torch.Tensor:
+        """The levels ``(K,)`` of rows ``env_ids (K,)`` after the rules above, given every row's
+        ``level (N,)`` and sub-terrain origin ``env_origin (N, 3)`` and the grid's ``num_levels``;
+        ``failed (K,)`` marks the rows whose episode ended in a failure. Padded ids (``N``) read row
+        ``N - 1``; the caller writes their result to its dummy row."""
+        rows = env_ids.clamp_max(level.shape[0] - 1)
+        walked = torch.linalg.vector_norm(self.root_pos_w[rows, :2] - env_origin[rows, :2], dim=1)
         asked = torch.linalg.vector_norm(self.commanded_displacement[rows], dim=1)
         ran = self.episode_length[rows] > 0
         up = (walked > self.promote_distance) & ran
         down = (failed | (walked < self.demote_ratio * asked)) & ran & ~up
-        level = terrain.level[rows] + up.long() - down.long()
-        wrapped = torch.randint_like(level, terrain.num_levels)
-        return torch.where(level >= terrain.num_levels, wrapped, level.clamp_min(0))
-
-    def update(self, terrain: Terrain, env_ids: torch.Tensor, failed: torch.Tensor) -> None:
-        """Move the rows ``env_ids`` being reset to their :meth:`new_levels`."""
-        terrain.set_row_levels(env_ids, self.new_levels(terrain, env_ids, failed))
+        moved = level[rows] + up.long() - down.long()
+        wrapped = torch.randint_like(moved, num_levels)
+        return torch.where(moved >= num_levels, wrapped, moved.clamp_min(0))

@@ -97,7 +97,11 @@ class Terrain:
         moves the staged rows between levels, then every staged row is put on its sub-terrain (its
         origin added to the staged root position: the default pose stands at the world origin)."""
         if self.curriculum is not None:
-            self.curriculum.update(self, staging.env_ids, staging.episode_failed)
+            ids = staging.env_ids
+            moved = self.curriculum.new_levels(
+                ids, staging.episode_failed, self.level, self.env_origin, self.num_levels
+            )
+            self.set_row_levels(ids, moved)
         staging.qpos[:, 0:3].add_(self._origin[staging.env_ids])
 
     def set_row_levels(self, env_ids: torch.Tensor, level: torch.Tensor) -> None:
