@@ -24,6 +24,11 @@ def test_progress_lines_for_logs():
     assert stream.getvalue() == "it 5/10 | env-steps 20 | steps/s 12,346 | reward -1.235\nnote\n"
 
 
+def test_progress_reports_the_mean_terrain_level_when_there_is_one():
+    line = Progress.describe({**SCALARS, "terrain/mean_level": 2.125})
+    assert line == "steps/s 12,346 | reward -1.235 | terrain level 2.12"
+
+
 def test_progress_bar_rewrites_one_line():
     stream = io.StringIO()
     progress = Progress(total=10, start=2, mode="bar", stream=stream)

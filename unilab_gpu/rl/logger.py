@@ -90,8 +90,10 @@ HEADLINE = (
     ("train/reward_mean", "reward", "{:.4g}"),
     ("episode/return", "return", "{:.4g}"),
     ("episode/length", "ep len", "{:.4g}"),
+    ("terrain/mean_level", "terrain level", "{:.2f}"),
 )
-"""(scalar tag, label, format) shown in each report when the tag is present."""
+"""(scalar tag, label, format) shown in each report when the tag is present (the mean terrain
+level on a task with a terrain curriculum)."""
 
 HEALTH = (
     ("env/non_finite_actions", "non-finite actions"),
