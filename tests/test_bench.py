@@ -71,3 +71,17 @@ def test_python_dash_m_entry_point(tmp_path: Path, monkeypatch, capsys) -> None:
     assert exit_info.value.code == 0
     assert "env-steps/s" in capsys.readouterr().out
     assert json.loads(out.read_text())["results"][0]["num_envs"] == 2
+
+
+def test_a_task_on_a_terrain_is_also_timed_on_the_flat_floor(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    small = ["terrain.num_levels=2", "terrain.num_cols=7", "terrain.sub_terrain_size=[3.0,3.0]"]
+    argv = ["--task", "go2_velocity_rough", "--num-envs", "2", "--steps", "3", "--warmup", "1", "--window", "3"]
+    assert main([*argv, "--no-compile", "--out", str(out), "--override", *small, *STEADY]) == 0
+    report = json.loads(out.read_text())
+    row = report["results"][0]
+    assert row["physics_only_flat_ms"] > 0
+    assert row["terrain_physics_ratio"] == pytest.approx(row["physics_only_ms"] / row["physics_only_flat_ms"])
+    line = plot_bench(report).axes[1]
+    flat = next(curve for curve in line.lines if curve.get_label() == "physics only, flat floor")
+    assert np.allclose(flat.get_ydata(), [2 / (row["physics_only_flat_ms"] / 1e3)])

@@ -43,6 +43,7 @@ def plot_profiles(profiles: Mapping[str, PhaseProfile]) -> Figure:
 
 def plot_bench(report: Mapping[str, Any]) -> Figure:
     """Left: phase ms per env step, stacked, per ``num_envs``. Right: env-steps/s vs ``num_envs``.
+    A task on a generated terrain also shows physics alone on the flat floor beside its own.
 
     Args:
       report: a ``unilab-bench`` report (its ``results`` rows are read).
@@ -58,6 +59,9 @@ def plot_bench(report: Mapping[str, Any]) -> Figure:
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     physics_ms = [r["physics_only_ms"] for r in rows]
     bars.scatter(sizes, physics_ms, marker="_", s=900, color="black", label="physics only (median)")
+    if all("physics_only_flat_ms" in r for r in rows):  # a task on a generated terrain
+        flat_ms = [r["physics_only_flat_ms"] for r in rows]
+        bars.scatter(sizes, flat_ms, marker="_", s=900, color="gray", label="physics only, flat floor")
     bars.set_xlabel("num_envs")
     bars.set_ylabel("ms per env step (phase means)")
     bars.set_title("Where the step goes")
@@ -67,6 +71,9 @@ def plot_bench(report: Mapping[str, Any]) -> Figure:
     line.plot(num_envs, [r["env_steps_per_s"] for r in rows], "o-", label="env step")
     physics = [n / (r["physics_only_ms"] / 1e3) for n, r in zip(num_envs, rows, strict=True)]
     line.plot(num_envs, physics, "s--", color=PHASE_COLORS["physics"], label="physics only")
+    if all("physics_only_flat_ms" in r for r in rows):
+        flat = [n / (r["physics_only_flat_ms"] / 1e3) for n, r in zip(num_envs, rows, strict=True)]
+        line.plot(num_envs, flat, "^:", color="gray", label="physics only, flat floor")
     line.set_xscale("log", base=2)
     line.set_xticks(num_envs, [str(n) for n in num_envs])
     line.minorticks_off()
