@@ -5,7 +5,7 @@ on (or on a terrain file), starting on the sub-terrain asked for; bad terrain op
 
 The policy reads the height scan (added to the Go2 rough task's policy group) and the env is the
 task's play setting (no observation noise, no pushes or randomized gains) on a small terrain of
-2 levels x 3 columns (rough, stairs_up, stairs_down) of 4 m, so it builds in a second.
+2 levels x 3 columns (rough, pyramid_stairs, pyramid_stairs_inv) of 4 m, so it builds in a second.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ SCAN = (
     "params: {size: [1.6, 1.0], resolution: 0.1, offset: 0.288}}"
 )
 OVERRIDES = [*TERRAIN, *PLAY, SCAN]
-COLUMNS = ("rough", "stairs_up", "stairs_down")
+COLUMNS = ("rough", "pyramid_stairs", "pyramid_stairs_inv")
 STEPS = 10
 OBS_TOLERANCE = 1e-5
 """Largest |runtime obs - env obs| on the env's state, step after step (measured: 1.0e-6)."""
@@ -207,10 +207,10 @@ def test_height_scan_twin_agrees_with_the_env_on_placed_states(rough) -> None:
     data = mujoco.MjData(rough.model)
     worst, spread = 0.0, 0.0
     for level, column, dx, dy, yaw in [
-        (1, 1, 0.83, 0.27, 0.3),  # stairs_up: over the top platform's edge
-        (1, 2, -0.71, 0.93, -2.1),  # stairs_down
+        (1, 1, 0.83, 0.27, 0.3),  # pyramid_stairs: over the top platform's edge
+        (1, 2, -0.71, 0.93, -2.1),  # pyramid_stairs_inv
         (0, 0, 0.37, -0.42, 1.2),  # rough
-        (1, 1, 1.6312, -1.2371, 3.0),  # stairs_up, the scan reaching the border
+        (1, 1, 1.6312, -1.2371, 3.0),  # pyramid_stairs, the scan reaching the border
     ]:
         x, y, z = grid.origins[level, column]
         qpos = env.sim.state.qpos[0].numpy().astype(np.float64).copy()
@@ -320,9 +320,9 @@ def starts(monkeypatch) -> list[np.ndarray]:
 def test_sim2sim_starts_on_the_chosen_sub_terrain_and_reports_it(rough, tmp_path, starts, capsys) -> None:
     out = tmp_path / "report.json"
     args = [str(rough.path), "--command", "0.3,0,0", "--seconds", "1", "--out", str(out)]
-    assert sim2sim_main([*args, "--terrain-level", "0", "--sub-terrain", "stairs_down"]) == 0
+    assert sim2sim_main([*args, "--terrain-level", "0", "--sub-terrain", "pyramid_stairs_inv"]) == 0
     announced = capsys.readouterr().out
-    assert "on the terrain of the policy, level 0 column 2 (stairs_down)" in announced
+    assert "on the terrain of the policy, level 0 column 2 (pyramid_stairs_inv)" in announced
     report = json.loads(out.read_text())
     keyframe = _keyframe_root(rough.model)
     origin = rough.grid.origins[0, 2].astype(np.float64)
@@ -332,7 +332,7 @@ def test_sim2sim_starts_on_the_chosen_sub_terrain_and_reports_it(rough, tmp_path
         "source": "metadata",
         "level": 0,
         "column": 2,
-        "sub_terrain": "stairs_down",
+        "sub_terrain": "pyramid_stairs_inv",
     }
     assert terrain["origin"] == origin.tolist() and terrain["sha256"] == rough.policy.metadata["terrain_sha256"]
     assert terrain["config"] == rough.policy.metadata["terrain"]
@@ -387,7 +387,7 @@ BAD_OPTIONS = {
     "column out of range": (["--terrain-column", "3"], "--terrain-column: 3 is not a column of the terrain (0 to 2)"),
     "unknown sub-terrain": (
         ["--sub-terrain", "lava"],
-        "--sub-terrain: the terrain has no sub-terrain 'lava'; its sub-terrains: rough, stairs_up, stairs_down",
+        "--sub-terrain: the terrain has no sub-terrain 'lava'; its sub-terrains: rough, pyramid_stairs, pyramid_stairs_inv",
     ),
     "missing file": (["--terrain", "{tmp}/nope.yaml"], "--terrain: no terrain file at {tmp}/nope.yaml"),
     "no terrain mapping": (["--terrain", "file:seed: 3\n"], "has no 'terrain:' mapping at its top level"),

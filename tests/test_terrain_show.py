@@ -3,7 +3,7 @@ exact scene, for MuJoCo's viewer), the env that ``unilab-play`` (and so ``--vide
 ``--viewer``) rebuilds from a run, the live viewer's worlds (where they stand, not side by side) and
 the offscreen renderer (the heightfield drawn, the camera on the robot wherever the ground puts it).
 
-A small terrain of 2 levels x 3 columns (rough, stairs_up, stairs_down) of 4 m keeps every env a
+A small terrain of 2 levels x 3 columns (rough, pyramid_stairs, pyramid_stairs_inv) of 4 m keeps every env a
 second to build.
 """
 
@@ -87,7 +87,11 @@ def test_the_run_folder_holds_the_scene_and_play_rebuilds_the_training_terrain(t
     (again,) = played
     assert again.terrain_grid.heights.tobytes() == env.terrain_grid.heights.tobytes()
     assert np.array_equal(again.sim.mj_model.hfield_data, model.hfield_data)
-    assert again.terrain_grid.column_types == env.terrain_grid.column_types == ("rough", "stairs_up", "stairs_down")
+    assert (
+        again.terrain_grid.column_types
+        == env.terrain_grid.column_types
+        == ("rough", "pyramid_stairs", "pyramid_stairs_inv")
+    )
 
 
 def test_a_flat_ground_run_writes_no_scene(tmp_path) -> None:
@@ -173,10 +177,10 @@ def test_a_rendered_rough_frame_shows_the_ground_and_the_robot_on_a_high_sub_ter
     """The Go2 on 1.2 m high stairs: the camera looks at the ground there plus the robot's centre
     height (not at the terrain's statistic centre, metres below), so the robot is in the middle of
     the frame; hiding the floor geom changes most of the picture (MuJoCo draws the heightfield)."""
-    high = [*TERRAIN, *QUIET, "terrain.sub_terrains.stairs_up.params.step_height_range=[0.4,0.4]"]
+    high = [*TERRAIN, *QUIET, "terrain.sub_terrains.pyramid_stairs.params.step_height_range=[0.4,0.4]"]
     env = make_env(TASK, num_envs=1, device="cpu", compile=False, seed=0, overrides=high, announce=False)
     env.reset()
-    x, y, z = env.terrain_grid.origins[1, 1]  # stairs_up, top level: the platform
+    x, y, z = env.terrain_grid.origins[1, 1]  # pyramid_stairs, top level: the platform
     assert z == pytest.approx(1.2, abs=1e-5)
     qpos = env.sim.state.qpos.clone()
     qpos[0, :3] = torch.tensor([x + 0.1, y - 0.1, z + float(env.robot.default_qpos[2])])
