@@ -192,3 +192,18 @@ def test_commanded_displacement_follows_the_heading_in_the_world_frame(env) -> N
     c, s = torch.cos(yaw), torch.sin(yaw)
     want = torch.stack([c * 0.5 + s * 0.2, s * 0.5 - c * 0.2], dim=1) * 3 * env.step_dt
     torch.testing.assert_close(command.commanded_displacement, want, rtol=1e-5, atol=1e-6)
+
+
+def test_terrain_buffers_are_persistent_and_part_of_the_env_state(env) -> None:
+    """The captured step records addresses: the terrain's buffers keep theirs over steps with
+    curriculum resets, and the env's tensor walk (snapshots, address checks) lists them."""
+    env.reset()
+    buffers = env.persistent_buffers()
+    for name in ("terrain.heights", "terrain._level", "terrain._origin", "terrain.mean_level"):
+        assert name in buffers, name
+    before = {name: t.data_ptr() for name, t in buffers.items()}
+    env.episode_length.fill_(env.max_episode_length - 1)  # every row times out on the next step
+    actions = torch.zeros(env.num_envs, env.action_dim)
+    for _ in range(3):
+        env.step(actions)
+    assert {name: t.data_ptr() for name, t in env.persistent_buffers().items()} == before
