@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from robot_models import biped_xml
 from script_helpers import SCRIPTS
 
@@ -21,6 +22,7 @@ from unilab_gpu.cli.export import main as export_main
 from unilab_gpu.cli.play import main as play_main
 from unilab_gpu.cli.sim2sim import main as sim2sim_main
 from unilab_gpu.cli.train import main as train_main
+from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.paths import USER_PATH_ENV
 
 pytest.importorskip("onnxruntime")
@@ -62,7 +64,11 @@ def recipe() -> tuple[dict[str, str], list[list[str]]]:
 @pytest.mark.slow
 def test_the_recipe_adds_a_robot_that_trains_exports_and_runs_in_mujoco(tmp_path, monkeypatch, capsys) -> None:
     files, commands = recipe()
-    assert set(files) == {"configs/robot/biped.yaml", "configs/task/biped_velocity.yaml"}
+    assert set(files) == {
+        "configs/robot/biped.yaml",
+        "configs/task/biped_velocity.yaml",
+        "configs/task/biped_velocity_rough.yaml",
+    }
     assert len(files["configs/robot/biped.yaml"].strip().splitlines()) <= 30  # a small robot config
     folder = tmp_path / "my_robots"
     mjcf = folder / "assets" / "robots" / "biped" / "scene.xml"
@@ -105,3 +111,11 @@ def test_the_recipe_adds_a_robot_that_trains_exports_and_runs_in_mujoco(tmp_path
             raise AssertionError(f"the recipe runs a command this test does not know: {command}")
         ran.append(name)
     assert ran == ["export", "python", "unilab-train", "unilab-play", "unilab-export", "unilab-sim2sim"]
+    # The rough-terrain task of the page: the biped's floor becomes the terrain, rows stand on it.
+    small = ["terrain.num_levels=2", "terrain.num_cols=7", "terrain.sub_terrain_size=[3.0,3.0]"]
+    rough = make_env("biped_velocity_rough", num_envs=2, compile=False, overrides=small, announce=False)
+    rough.reset()
+    rough.step(torch.zeros(2, rough.action_dim))
+    assert rough.sim.mj_model.nhfield == 1 and rough.terrain.num_levels == 2
+    ground = rough.terrain.heights_at(rough.robot.root_pos_w[:, :2])
+    assert bool((rough.robot.root_pos_w[:, 2] - ground > 0.2).all())
