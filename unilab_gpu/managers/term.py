@@ -123,6 +123,8 @@ class Term:
             try:
                 self.instance = target(env, **params)
             except ValueError as error:  # a class term checks its params: name where they are
+                if type(error) is not ValueError:  # a typed error (a motion file's) names its own source
+                    raise
                 raise ValueError(f"{where}.params: {error}") from None
             self._fn: Callable[..., Any] = self.instance
             self._params: dict[str, Any] = {}
