@@ -387,10 +387,11 @@ BAD_OPTIONS = {
     "column out of range": (["--terrain-column", "3"], "--terrain-column: 3 is not a column of the terrain (0 to 2)"),
     "unknown sub-terrain": (
         ["--sub-terrain", "lava"],
-        "--sub-terrain: the terrain has no sub-terrain 'lava'; its sub-terrains: rough, pyramid_stairs, pyramid_stairs_inv",
+        "--sub-terrain: the terrain has no sub-terrain 'lava'; its sub-terrains: "
+        "rough, pyramid_stairs, pyramid_stairs_inv",
     ),
     "missing file": (["--terrain", "{tmp}/nope.yaml"], "--terrain: no terrain file at {tmp}/nope.yaml"),
-    "no terrain mapping": (["--terrain", "file:seed: 3\n"], "has no 'terrain:' mapping at its top level"),
+    "no terrain mapping": (["--terrain", "file:seed: 3\n"], "is neither a terrain config"),
     "not yaml": (["--terrain", "file:terrain: [unclosed\n"], "is not a readable YAML config"),
     "bad terrain value": (
         ["--terrain", "file:terrain: {num_levels: 0}\n"],
@@ -431,3 +432,14 @@ def test_a_column_and_a_sub_terrain_together_and_a_changed_ground_are_refused(ro
     with pytest.raises(DeploymentError, match="metadata 'terrain_sha256': the terrain rebuilt from the metadata") as e:
         sim2sim(changed, [0.3, 0.0, 0.0], seconds=0.1)
     assert "give the ground with --terrain FILE" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_terrain_config_file_reads_as_the_same_mapping_as_a_task_section(tmp_path) -> None:
+    from unilab_gpu.export.sim2sim import read_terrain_file
+
+    group_file = Path(__file__).resolve().parents[1] / "configs" / "terrain" / "slopes_stairs_eval.yaml"
+    bare = read_terrain_file(group_file)
+    wrapped = tmp_path / "task.yaml"
+    wrapped.write_text("terrain:\n" + "".join(f"  {line}\n" for line in group_file.read_text().splitlines()))
+    assert bare == read_terrain_file(wrapped)
+    assert list(bare["sub_terrains"]) == ["slope_down", "slope_up", "stairs_down", "stairs_up"]

@@ -198,8 +198,9 @@ class TerrainChoice:
 
 
 def read_terrain_file(path: str | Path) -> dict[str, Any]:
-    """The ``terrain:`` mapping of a YAML file (a task config's terrain section; other keys are
-    ignored), as plain values.
+    """The terrain of a YAML file, as plain values: a terrain config file itself (``configs/terrain/
+    <name>.yaml``, a mapping with ``sub_terrains``) or the ``terrain:`` mapping of a task config
+    (its other keys are ignored).
 
     Raises:
       DeploymentError: no such file, too large, not YAML, or no ``terrain:`` mapping; one line.
@@ -216,14 +217,16 @@ def read_terrain_file(path: str | Path) -> dict[str, Any]:
     try:
         cfg = OmegaConf.load(path)
         terrain = cfg.get("terrain") if isinstance(cfg, DictConfig) else None
+        if terrain is None and isinstance(cfg, DictConfig) and "sub_terrains" in cfg:
+            terrain = cfg  # a terrain config file (configs/terrain/<name>.yaml)
         plain = OmegaConf.to_container(terrain, resolve=True) if isinstance(terrain, DictConfig) else None
     except (YAMLError, OmegaConfBaseException, UnicodeDecodeError) as error:
         reason = " ".join(str(error).split())[:200]
         raise DeploymentError(f"--terrain: {path} is not a readable YAML config ({reason})") from None
     if plain is None:
         raise DeploymentError(
-            f"--terrain: {path} has no 'terrain:' mapping at its top level (the terrain section of a task config, "
-            "docs/terrain.md)"
+            f"--terrain: {path} is neither a terrain config (a mapping with 'sub_terrains', as in configs/terrain/) "
+            "nor a task config with a 'terrain:' mapping at its top level (docs/terrain.md)"
         )
     return plain
 
