@@ -231,3 +231,15 @@ def test_full_disk_during_export_is_one_line_and_keeps_the_old_file(tmp_path, ca
     err = capsys.readouterr().err
     assert err == f"unilab-export: error: cannot write {out}: No space left on device; nothing was written\n"
     assert out.read_bytes() == b"old policy" and sorted(p.name for p in tmp_path.iterdir()) == ["policy.onnx", "run"]
+
+
+def test_sim2sim_report_names_the_checkout_s_files_relative_to_it(tmp_path) -> None:
+    pytest.importorskip("onnxruntime")
+    from unilab_gpu.cli.sim2sim import main as sim2sim_main
+
+    policy = REPO_ROOT / "docs" / "policies" / "go2_velocity_sac.onnx"
+    out = tmp_path / "report.json"
+    assert sim2sim_main([str(policy), "--command", "0.5,0,0", "--seconds", "0.1", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["policy"] == "docs/policies/go2_velocity_sac.onnx"
+    assert report["mjcf"] == "assets/robots/go2/scene.xml"

@@ -46,7 +46,7 @@ from typing import Any
 
 from unilab_gpu.export.sim2sim import sim2sim
 from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
-from unilab_gpu.utils.files import check_output, write_json_atomic
+from unilab_gpu.utils.files import check_output, portable_paths, write_json_atomic
 
 PROGRESS_SECONDS = 10.0
 """Wall-clock seconds between progress lines of a run."""
@@ -129,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if report["interrupted"]:
         print(f"unilab-sim2sim: interrupted; the report covers the {report['seconds']:g} s simulated before it")
     if args.out is not None:
-        write_json_atomic(args.out, report)
+        write_json_atomic(args.out, portable_paths(report))  # a committed report names no path of this machine
         print(f"report: {args.out}")
     if args.video is not None:
         print(f"video: {args.video}")
