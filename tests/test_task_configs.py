@@ -9,7 +9,8 @@ the snapshots' ``actions`` sections alone were rewritten mechanically into the t
 (``kind`` -> ``func``; ``actuator_names`` and every other non-default key -> ``params``; ``clip``
 kept), every other key untouched. When the tracking command took motion sets (issue 33) the
 tracking snapshots gained its one new parameter, ``motion_weights: null`` (every clip weight 1,
-the old behaviour).
+the old behaviour). When tasks could stand on a generated terrain (issue 32) every config gained
+``terrain``, which these flat-ground tasks leave ``None`` (the scene's own floor, as before).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def test_resolved_config_equals_the_pre_split_snapshot(task: str) -> None:
     expected = yaml.safe_load((SNAPSHOTS / f"{task}.yaml").read_text())
     resolved = dataclasses.asdict(load_task_cfg(task))
     resolved.pop("robot", None)
+    assert resolved.pop("terrain") is None, f"task '{task}' stands on its scene's floor"
     assert list(resolved) == list(expected)
     for key in expected:
         assert _ordered(resolved[key]) == _ordered(expected[key]), f"task '{task}': '{key}' differs from the snapshot"
