@@ -4,20 +4,20 @@ A task config names its terms by dotted path, and a run folder's ``config.yaml``
 task overrides, so ``unilab-play`` and a resume import what a run folder names. Terms may
 therefore only come from the project's own modules (``unilab_gpu.*``) and from the modules the
 user lists, comma-separated, in the environment variable ``UNILAB_TERM_MODULES`` (e.g.
-``UNILAB_TERM_MODULES=my_robot.terms``); anything else is refused before it is imported.
+``UNILAB_TERM_MODULES=my_robot.terms``); anything else is refused before it is imported
+(:mod:`unilab_gpu.utils.imports`).
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from unilab_gpu.managers.term_cfg import TermCfg
+from unilab_gpu.utils.imports import TERM_MODULES_ENV, RefusedPath, allowed_packages, import_dotted, is_inside
 
 if TYPE_CHECKING:
     from unilab_gpu.managers.env_view import EnvView
@@ -37,24 +37,9 @@ _YAML_KEY = {resolved: key for key, (resolved, _) in NAME_PARAMS.items()}
 """The term's parameter -> the YAML key that fills it (other parameters are their own key)."""
 
 
-TERM_MODULES_ENV = "UNILAB_TERM_MODULES"
-"""Environment variable: comma-separated modules or packages, besides ``unilab_gpu``, whose
-functions and classes task configs may name as terms."""
-
-
-def term_modules() -> tuple[str, ...]:
-    """The packages terms may come from: ``unilab_gpu`` and those listed in ``UNILAB_TERM_MODULES``."""
-    listed = (name.strip() for name in os.environ.get(TERM_MODULES_ENV, "").split(","))
-    return ("unilab_gpu", *(name for name in listed if name))
-
-
-def _inside(module_name: str, packages: tuple[str, ...]) -> bool:
-    return any(module_name == p or module_name.startswith(f"{p}.") for p in packages)
-
-
 def resolve_callable(path: str, where: str) -> Callable:
     """Import ``"package.module:attr"`` or ``"package.module.attr"``: a term (a function or class
-    whose first parameter is ``env``) defined in one of :func:`term_modules`.
+    whose first parameter is ``env``) defined in one of :func:`~unilab_gpu.utils.imports.allowed_packages`.
 
     Args:
       where: the config key path, named in errors (e.g. ``rewards.upright.func``).
@@ -63,34 +48,35 @@ def resolve_callable(path: str, where: str) -> Callable:
       ValueError: the module is not allowed (refused before it is imported), cannot be imported,
         lacks the name, or the name is not a term.
     """
-    if not isinstance(path, str) or not path.strip(". :"):
-        raise ValueError(f"{where}: expected a dotted path such as 'unilab_gpu.envs.mdp.rewards.alive', got {path!r}")
-    module_name, sep, attr = path.partition(":")
-    if not sep:
-        module_name, _, attr = path.rpartition(".")
-    allowed = term_modules()
-    if not _inside(module_name, allowed):
-        raise ValueError(
-            f"{where}: '{path}' is outside the modules terms may come from ({', '.join(allowed)}); to use your "
-            f"own, list them in {TERM_MODULES_ENV}, e.g. {TERM_MODULES_ENV}={module_name.split('.')[0]}"
-        )
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ValueError(f"{where}: cannot import module '{module_name}' of '{path}' ({error})") from None
-    if not hasattr(module, attr):
-        public = sorted(n for n in dir(module) if not n.startswith("_"))
-        raise ValueError(f"{where}: module '{module_name}' has no '{attr}'; it defines {public}")
-    target = getattr(module, attr)
+        target = import_dotted(path)
+    except RefusedPath as refused:
+        raise ValueError(_refusal_message(refused, where)) from None
+    allowed = allowed_packages()
     owner = getattr(target, "__module__", None)
     if not _is_term(target):
         raise ValueError(
             f"{where}: '{path}' is not a term: a term is a function f(env, **params) or a class built as "
             "cls(env, **params), with 'env' as its first parameter"
         )
-    if not isinstance(owner, str) or not _inside(owner, allowed):  # e.g. a library function a project module imports
+    if not isinstance(owner, str) or not is_inside(owner, allowed):  # e.g. a library function a project module imports
         raise ValueError(f"{where}: '{path}' is defined in '{owner}', outside the modules terms may come from")
     return target
+
+
+def _refusal_message(refused: RefusedPath, where: str) -> str:
+    path, module_name = refused.path, refused.module_name
+    if refused.reason == "syntax":
+        return f"{where}: expected a dotted path such as 'unilab_gpu.envs.mdp.rewards.alive', got {path!r}"
+    if refused.reason == "outside":
+        return (
+            f"{where}: '{path}' is outside the modules terms may come from ({', '.join(refused.allowed)}); to use "
+            f"your own, list them in {TERM_MODULES_ENV}, e.g. {TERM_MODULES_ENV}={module_name.split('.')[0]}"
+        )
+    if refused.reason == "import":
+        return f"{where}: cannot import module '{module_name}' of '{path}' ({refused.detail})"
+    public = sorted(n for n in dir(refused.module) if not n.startswith("_"))
+    return f"{where}: module '{module_name}' has no '{refused.attr}'; it defines {public}"
 
 
 def _is_term(target: Any) -> bool:

@@ -24,9 +24,7 @@ A bad config raises before any heights are built, with one line naming the key p
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +34,7 @@ from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from unilab_gpu.terrain.sub_terrains import PARAM_CHECKS, is_number, require
+from unilab_gpu.utils.imports import TERM_MODULES_ENV, RefusedPath, import_dotted
 
 MAX_TERRAIN_SAMPLES = 2**26
 """Largest grid built (samples; 256 MiB per float32 copy, 1 GiB for the four copies held at once)."""
@@ -51,10 +50,6 @@ COPIES_HELD = 4
 
 SPAWN_SQUARE = 1.0
 """Side (m) of the square around a sub-terrain's centre whose highest sample is its origin height."""
-
-FUNC_MODULES_ENV = "UNILAB_TERM_MODULES"
-"""Height functions come from ``unilab_gpu`` and the modules this variable lists, like terms
-(``managers.term``): a run folder's config names what a resume imports."""
 
 HEIGHT_FUNCTION_ARGS = ("difficulty", "rng", "shape", "horizontal_scale")
 """The positional arguments of every height function, before its params."""
@@ -381,35 +376,27 @@ def _typed_sub_terrain(entry: Any, where: str) -> SubTerrainCfg:
 
 def _resolve_height_function(path: Any, where: str) -> Callable[..., np.ndarray]:
     """Import ``"package.module.attr"`` (or ``"package.module:attr"``) from an allowed module."""
-    require(
-        isinstance(path, str) and bool(path.strip(". :")),
-        where,
-        "a dotted path such as 'unilab_gpu.terrain.sub_terrains.flat'",
-        path,
-    )
-    module_name, sep, attr = path.partition(":")
-    if not sep:
-        module_name, _, attr = path.rpartition(".")
-    allowed = _function_modules()
-    if not any(module_name == p or module_name.startswith(f"{p}.") for p in allowed):
-        raise ValueError(
-            f"terrain config: '{where}' must be in the modules height functions may come from ({', '.join(allowed)}; "
-            f"list more in {FUNC_MODULES_ENV}), got {path!r}"
-        )
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ValueError(f"terrain config: '{where}' must be importable, got {path!r} ({error})") from None
-    target = getattr(module, attr, None)
-    require(target is not None, where, f"a function of module '{module_name}', which has no '{attr}'", path)
+        target = import_dotted(path)
+    except RefusedPath as refused:
+        raise ValueError(f"terrain config: '{where}' must be {_expected(refused)}, got {path!r}") from None
     kind = "class" if inspect.isclass(target) else type(target).__name__
     require(inspect.isfunction(target), where, f"a function, not a {kind}", path)
     return target
 
 
-def _function_modules() -> tuple[str, ...]:
-    listed = (name.strip() for name in os.environ.get(FUNC_MODULES_ENV, "").split(","))
-    return ("unilab_gpu", *(name for name in listed if name))
+def _expected(refused: RefusedPath) -> str:
+    """What a refused height-function path should have been, for :func:`require`'s wording."""
+    if refused.reason == "syntax":
+        return "a dotted path such as 'unilab_gpu.terrain.sub_terrains.flat'"
+    if refused.reason == "outside":
+        return (
+            f"in the modules height functions may come from ({', '.join(refused.allowed)}; "
+            f"list more in {TERM_MODULES_ENV})"
+        )
+    if refused.reason == "import":
+        return f"importable ({refused.detail})"
+    return f"a function of module '{refused.module_name}', which has no '{refused.attr}'"
 
 
 def _check_params(
