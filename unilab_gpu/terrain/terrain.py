@@ -74,10 +74,14 @@ class Terrain:
 
     def heights_at(self, xy: torch.Tensor) -> torch.Tensor:
         """Ground height ``(...)`` under world points ``xy (..., 2)``: MuJoCo's heightfield surface
-        (the cell's triangle under the point); points off the grid read its edge."""
+        (the cell's triangle under the point); points off the grid read its edge, and a NaN
+        coordinate reads the grid's first sample line."""
         h = self.horizontal_scale
-        gx = ((xy[..., 0] - self.x_min) / h).clamp(0.0, self.num_cols_samples - 1.0)
-        gy = ((xy[..., 1] - self.y_min) / h).clamp(0.0, self.num_rows - 1.0)
+        # A diverged row's NaN position must still index inside the grid (NaN cast to int64 is out
+        # of bounds: an IndexError on the CPU, an illegal address in a CUDA graph); the health
+        # check resets that row at this step's end, so the height it reads does not matter.
+        gx = torch.nan_to_num((xy[..., 0] - self.x_min) / h).clamp(0.0, self.num_cols_samples - 1.0)
+        gy = torch.nan_to_num((xy[..., 1] - self.y_min) / h).clamp(0.0, self.num_rows - 1.0)
         j = gx.floor().clamp_max(self.num_cols_samples - 2).long()
         i = gy.floor().clamp_max(self.num_rows - 2).long()
         u, v = gx - j, gy - i
