@@ -74,6 +74,18 @@ def train_bandit(agent, steps: int, updates_per_step: int, num_envs: int = 64, b
                 agent.update(replay.sample(batch_size, generator=gen))
 
 
+TINY_SAC_OVERRIDES = [
+    "algo.warmup_steps=1",
+    "algo.batch_size=8",
+    "algo.updates_per_step=1",
+    "algo.buffer_capacity_per_env=16",
+    "algo.actor_hidden_dims=[8]",
+    "algo.critic_hidden_dims=[8]",
+    "algo.num_atoms=11",
+]
+"""``unilab-train`` overrides that shrink a SAC preset (``sac`` or ``sac_velocity``) to its smallest,
+for runs that test the tooling around training."""
+
 TINY_FLASHSAC_OVERRIDES = [
     "algo.warmup_steps=2",
     "algo.batch_size=8",

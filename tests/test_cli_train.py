@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from rl_agent_helpers import TINY_SAC_OVERRIDES
 
 from unilab_gpu.__main__ import run as main_job
 from unilab_gpu.cli.train import INTERRUPTED_EXIT_CODE, main
@@ -25,13 +26,7 @@ TINY = [
     "log_every=1",
     "progress=lines",
     "algo=sac",
-    "algo.warmup_steps=1",
-    "algo.batch_size=8",
-    "algo.updates_per_step=1",
-    "algo.buffer_capacity_per_env=16",
-    "algo.actor_hidden_dims=[8]",
-    "algo.critic_hidden_dims=[8]",
-    "algo.num_atoms=11",
+    *TINY_SAC_OVERRIDES,
 ]
 
 

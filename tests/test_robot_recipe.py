@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from rl_agent_helpers import TINY_SAC_OVERRIDES
 from robot_models import biped_xml
 from script_helpers import SCRIPTS
 
@@ -33,13 +34,7 @@ TINY_TRAINING = [
     "total_env_steps=16",
     "log_every=1",
     "progress=lines",
-    "algo.warmup_steps=1",
-    "algo.batch_size=8",
-    "algo.updates_per_step=1",
-    "algo.buffer_capacity_per_env=16",
-    "algo.actor_hidden_dims=[8]",
-    "algo.critic_hidden_dims=[8]",
-    "algo.num_atoms=11",
+    *TINY_SAC_OVERRIDES,
 ]
 """Appended to the page's ``unilab-train`` command: the recipe, not the learning, is under test."""
 

@@ -22,6 +22,7 @@ import mujoco
 import numpy as np
 import pytest
 import torch
+from terrain_helpers import SMALL_TERRAIN, ray_height
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
@@ -41,12 +42,6 @@ from unilab_gpu.rl.sac import SacAgent, SacConfig  # noqa: E402
 from unilab_gpu.terrain.generator import generate_terrain  # noqa: E402
 
 TASK = "go2_velocity_rough"
-TERRAIN = [
-    "terrain.num_levels=2",
-    "terrain.num_cols=3",
-    "terrain.sub_terrain_size=[4.0,4.0]",
-    "terrain.border_width=0.5",
-]
 PLAY = [
     "+observations.policy.enable_noise=false",
     "events.push=null",
@@ -58,7 +53,7 @@ SCAN = (
     "+observations.policy.terms.height_scan={func: unilab_gpu.envs.mdp.observations.HeightScan, "
     "params: {size: [1.6, 1.0], resolution: 0.1, offset: 0.288}}"
 )
-OVERRIDES = [*TERRAIN, *PLAY, SCAN]
+OVERRIDES = [*SMALL_TERRAIN, *PLAY, SCAN]
 COLUMNS = ("rough", "pyramid_stairs", "pyramid_stairs_inv")
 STEPS = 10
 OBS_TOLERANCE = 1e-5
@@ -134,12 +129,7 @@ def test_ground_heights_equal_mj_ray_on_the_rebuilt_scene(rough) -> None:
     y[40:80] = grid.y_min + h * rng.integers(1, ny - 1, 40) - 1e-4
     t = rng.uniform(0.01, (min(nx, ny) - 1) * h - 0.01, 40)
     x[80:120], y[80:120] = grid.x_min + t, grid.y_min + t + 1e-4
-    want = []
-    for a, b in zip(x, y, strict=True):
-        geom = np.zeros(1, np.int32)
-        distance = mujoco.mj_ray(model, data, np.array([a, b, 20.0]), np.array([0.0, 0.0, -1.0]), None, 1, -1, geom)
-        assert geom[0] == ground.geom, (a, b)
-        want.append(20.0 - distance)
+    want = [ray_height(model, data, a, b, ground_geom=ground.geom) for a, b in zip(x, y, strict=True)]
     got = ground.heights_at(np.stack([x, y], axis=1))
     assert np.ptp(want) > 0.3  # stairs up and down: the test sees heights, not a floor
     np.testing.assert_allclose(got, want, atol=2e-5)

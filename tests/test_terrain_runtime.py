@@ -7,15 +7,14 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
-import mujoco
 import numpy as np
 import pytest
 import torch
+from terrain_helpers import ray_height, terrain_scene
 
 from unilab_gpu.envs.mdp.observations import HeightScan
 from unilab_gpu.managers.reset_staging import ResetStaging
 from unilab_gpu.terrain.curriculum import TerrainCurriculum
-from unilab_gpu.terrain.scene import add_terrain
 from unilab_gpu.terrain.terrain import Terrain
 
 H = 0.1
@@ -34,28 +33,9 @@ def _grid(levels: int = 3, cols: int = 2, seed: int = 0, ny: int = 31, nx: int =
     )
 
 
-def _scene(grid) -> tuple[mujoco.MjModel, mujoco.MjData]:
-    spec = mujoco.MjSpec.from_string(
-        '<mujoco><worldbody><geom name="floor" type="plane" size="0 0 .05"/></worldbody></mujoco>'
-    )
-    add_terrain(spec, grid)
-    model = spec.compile()
-    data = mujoco.MjData(model)
-    mujoco.mj_forward(model, data)
-    return model, data
-
-
-def _mj_ray_height(model, data, x: float, y: float) -> float:
-    start = np.array([x, y, 10.0])
-    geom = np.zeros(1, np.int32)
-    distance = mujoco.mj_ray(model, data, start, np.array([0.0, 0.0, -1.0]), None, 1, -1, geom)
-    assert geom[0] == 0, f"the ray at ({x}, {y}) missed the terrain"
-    return 10.0 - distance
-
-
 def test_ground_height_equals_mj_ray_on_the_heightfield() -> None:
     grid = _grid()
-    model, data = _scene(grid)
+    model, data = terrain_scene(grid)
     terrain = Terrain(grid, num_envs=2, device=torch.device("cpu"), max_initial_level=0)
     rng = np.random.default_rng(1)
     ny, nx = grid.heights.shape
@@ -67,7 +47,7 @@ def test_ground_height_equals_mj_ray_on_the_heightfield() -> None:
     y[20:40] = grid.y_min + H * rng.integers(1, ny - 1, 20) - 2e-4
     t = rng.uniform(0.01, (ny - 1) * H - 0.01, 20)
     x[40:60], y[40:60] = grid.x_min + t, grid.y_min + t
-    want = np.array([_mj_ray_height(model, data, a, b) for a, b in zip(x, y, strict=True)])
+    want = np.array([ray_height(model, data, a, b) for a, b in zip(x, y, strict=True)])
     got = terrain.heights_at(torch.tensor(np.stack([x, y], axis=1), dtype=torch.float32)).numpy()
     np.testing.assert_allclose(got, want, atol=2e-5)
     # Exactly the samples at grid points (the triangles' corners).
@@ -75,9 +55,22 @@ def test_ground_height_equals_mj_ray_on_the_heightfield() -> None:
     assert terrain.heights_at(corners).item() == pytest.approx(float(grid.heights[5, 3]), abs=1e-6)
 
 
+def test_a_diverged_position_reads_inside_the_grid() -> None:
+    # A NaN root (a diverged world, reset at the step's end) must not index out of the heights: the
+    # G1 rough run once died here with an int64-min index. Off-grid and infinite points read the edge.
+    grid = _grid()
+    terrain = Terrain(grid, num_envs=2, device=torch.device("cpu"), max_initial_level=0)
+    nan, inf = float("nan"), float("inf")
+    xy = torch.tensor([[nan, nan], [nan, grid.y_min + 5 * H], [inf, -inf], [grid.x_min + 3 * H, nan]])
+    got = terrain.heights_at(xy).numpy()
+    ny, nx = grid.heights.shape
+    want = [grid.heights[0, 0], grid.heights[5, 0], grid.heights[0, nx - 1], grid.heights[0, 3]]
+    np.testing.assert_allclose(got, want, atol=1e-6)
+
+
 def test_height_scan_follows_the_heading_and_equals_mj_ray() -> None:
     grid = _grid()
-    model, data = _scene(grid)
+    model, data = terrain_scene(grid)
     terrain = Terrain(grid, num_envs=3, device=torch.device("cpu"), max_initial_level=0)
     yaw = torch.tensor([0.0, 0.7, -2.5])
     half = yaw / 2
@@ -110,7 +103,7 @@ def test_height_scan_follows_the_heading_and_equals_mj_ray() -> None:
             for i in range(6):  # x fastest, back to front
                 px, py = -0.5 + 0.2 * i, -0.3 + 0.2 * j
                 wx, wy = root[row, 0] + c * px - s * py, root[row, 1] + s * px + c * py
-                want = _mj_ray_height(model, data, float(wx), float(wy)) - float(root[row, 2]) + 0.3
+                want = ray_height(model, data, float(wx), float(wy)) - float(root[row, 2]) + 0.3
                 assert got[row, k] == pytest.approx(want, abs=2e-5), (row, i, j)
                 k += 1
 

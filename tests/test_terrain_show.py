@@ -15,6 +15,8 @@ import mujoco
 import numpy as np
 import pytest
 import torch
+from rl_agent_helpers import TINY_SAC_OVERRIDES
+from terrain_helpers import SMALL_TERRAIN
 
 from unilab_gpu.cli import play as play_cli
 from unilab_gpu.cli.train import main as train_main
@@ -28,22 +30,10 @@ from unilab_gpu.training.run import write_scene
 from unilab_gpu.utils.files import SCENE_NAME
 
 TASK = "go2_velocity_rough"
-TERRAIN = [
-    "terrain.num_levels=2",
-    "terrain.num_cols=3",
-    "terrain.sub_terrain_size=[4.0,4.0]",
-    "terrain.border_width=0.5",
-]
 QUIET = ["events.push=null"]
 TINY_SAC = [
     "algo=sac",
-    "algo.warmup_steps=1",
-    "algo.batch_size=8",
-    "algo.updates_per_step=1",
-    "algo.buffer_capacity_per_env=16",
-    "algo.actor_hidden_dims=[8]",
-    "algo.critic_hidden_dims=[8]",
-    "algo.num_atoms=11",
+    *TINY_SAC_OVERRIDES,
 ]
 TEXT_ROUNDING = 1e-6
 """MuJoCo writes the heightfield's normalised samples as text with 6 significant digits (measured:
@@ -67,7 +57,7 @@ def _captured(monkeypatch, module, name: str = "make_env") -> list:
 def test_the_run_folder_holds_the_scene_and_play_rebuilds_the_training_terrain(tmp_path, monkeypatch, capsys):
     trained = _captured(monkeypatch, run_module)
     run = tmp_path / "run"
-    overrides = "env.overrides=[" + ",".join(f"'{o}'" for o in [*TERRAIN, *QUIET]) + "]"
+    overrides = "env.overrides=[" + ",".join(f"'{o}'" for o in [*SMALL_TERRAIN, *QUIET]) + "]"
     args = [f"task={TASK}", "env.num_envs=2", "total_env_steps=4", "progress=lines", "export_onnx=false"]
     assert train_main([*args, *TINY_SAC, overrides, f"run_dir={run}"]) == 0
     (env,) = trained
@@ -139,7 +129,8 @@ def test_live_viewer_draws_terrain_worlds_where_they_stand() -> None:
     from unilab_gpu.viewer.live import LiveViewer
     from unilab_gpu.viewer.scene import world_spacing
 
-    env = make_env(TASK, num_envs=3, device="cpu", compile=False, seed=0, overrides=[*TERRAIN, *QUIET], announce=False)
+    overrides = [*SMALL_TERRAIN, *QUIET]
+    env = make_env(TASK, num_envs=3, device="cpu", compile=False, seed=0, overrides=overrides, announce=False)
     env.reset()
     env.step(torch.zeros(env.num_envs, env.action_dim))
     live = LiveViewer(env, worlds=3, port=0, mode="train")
@@ -177,7 +168,7 @@ def test_a_rendered_rough_frame_shows_the_ground_and_the_robot_on_a_high_sub_ter
     """The Go2 on 1.2 m high stairs: the camera looks at the ground there plus the robot's centre
     height (not at the terrain's statistic centre, metres below), so the robot is in the middle of
     the frame; hiding the floor geom changes most of the picture (MuJoCo draws the heightfield)."""
-    high = [*TERRAIN, *QUIET, "terrain.sub_terrains.pyramid_stairs.params.step_height_range=[0.4,0.4]"]
+    high = [*SMALL_TERRAIN, *QUIET, "terrain.sub_terrains.pyramid_stairs.params.step_height_range=[0.4,0.4]"]
     env = make_env(TASK, num_envs=1, device="cpu", compile=False, seed=0, overrides=high, announce=False)
     env.reset()
     x, y, z = env.terrain_grid.origins[1, 1]  # pyramid_stairs, top level: the platform

@@ -8,15 +8,14 @@ from __future__ import annotations
 import math
 
 import mujoco
-import numpy as np
 import pytest
 import torch
+from terrain_helpers import ray_height, terrain_scene
 
 from unilab_gpu.doctor.checks import check_task_step
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.managers.reset_staging import ResetStaging
 from unilab_gpu.sim.device import resolve_device
-from unilab_gpu.terrain.scene import add_terrain
 
 QUIET = ["events.push=null"]
 
@@ -24,22 +23,6 @@ QUIET = ["events.push=null"]
 @pytest.fixture(scope="module")
 def env():
     return make_env("go2_velocity_rough", num_envs=8, compile=False, overrides=QUIET, announce=False)
-
-
-def _terrain_scene(grid) -> tuple[mujoco.MjModel, mujoco.MjData]:
-    spec = mujoco.MjSpec.from_string('<mujoco><worldbody><geom type="plane" size="0 0 .05"/></worldbody></mujoco>')
-    add_terrain(spec, grid)
-    model = spec.compile()
-    data = mujoco.MjData(model)
-    mujoco.mj_forward(model, data)
-    return model, data
-
-
-def _ray_height(model, data, x: float, y: float) -> float:
-    geom = np.zeros(1, np.int32)
-    distance = mujoco.mj_ray(model, data, np.array([x, y, 20.0]), np.array([0.0, 0.0, -1.0]), None, 1, -1, geom)
-    assert geom[0] >= 0
-    return 20.0 - distance
 
 
 def test_rows_spawn_on_their_sub_terrains_and_the_scene_holds_the_terrain(env) -> None:
@@ -66,7 +49,7 @@ def test_critic_height_scan_equals_mj_ray_on_the_env_scene(env) -> None:
     critic = env.observation_manager.groups["critic"]
     term = next(t for t in critic.terms if t.name == "height_scan")
     got = term(env).numpy()
-    model, data = _terrain_scene(env.terrain_grid)
+    model, data = terrain_scene(env.terrain_grid)
     root, quat = env.robot.root_pos_w.numpy(), env.robot.root_quat_w.numpy()
     offset = float(env.cfg.robot.base_height)
     for row in range(env.num_envs):
@@ -75,7 +58,7 @@ def test_critic_height_scan_equals_mj_ray_on_the_env_scene(env) -> None:
         c, s = math.cos(yaw), math.sin(yaw)
         for k in (0, 8, 16, 93, 170, 186):  # corners and the middle of the 17 x 11 grid
             px, py = -0.8 + 0.1 * (k % 17), -0.5 + 0.1 * (k // 17)
-            want = _ray_height(model, data, root[row, 0] + c * px - s * py, root[row, 1] + s * px + c * py)
+            want = ray_height(model, data, root[row, 0] + c * px - s * py, root[row, 1] + s * px + c * py)
             assert got[row, k] == pytest.approx(want - root[row, 2] + offset, abs=1e-4), (row, k)
 
 
