@@ -95,3 +95,50 @@ def test_cli_order_option(g1, tmp_path, capsys) -> None:
         raise SystemExit(0)
     assert exit_info.value.code == 0
     np.testing.assert_allclose(load_motion(tmp_path / "out.npz", kinematics=g1).joint_pos, clip.joint_pos, atol=1e-12)
+
+
+def test_the_tracking_task_declares_the_order_of_its_files(g1, tmp_path) -> None:
+    # commands.motion.params.motion_order reaches every file of the motion set: declared Isaac Lab
+    # order loads the clip as it was, the model's order is refused by the body check, a bad value
+    # names the key.
+    from unilab_gpu.envs.make_env import make_env
+
+    clip = g1_test_clip("synthetic", g1, seed=7)  # 50 fps, the control rate: no resampling
+    path = _isaaclab_npz(clip, tmp_path / "isaaclab.npz", ISAACLAB_G1_JOINTS, _breadth_first_bodies(g1))
+
+    def build(order: str):
+        files = f"commands.motion.params.motion_files=['{path}']"
+        overrides = [files, f"commands.motion.params.motion_order={order}"]
+        return make_env("g1_tracking", num_envs=2, compile=False, overrides=overrides, announce=False)
+
+    library = build("isaaclab_bfs").command_manager.get("motion").library
+    columns = [clip.joint_names.index(n) for n in library.joint_names]
+    np.testing.assert_allclose(library.joint_pos.numpy(), clip.joint_pos[:, columns], atol=1e-6)
+    with pytest.raises(MotionFormatError, match=r"isaaclab\.npz: 'body_pos_w' at frame \d+"):
+        build("mjcf")
+    with pytest.raises(ValueError, match=r"commands\.motion\.params\.motion_order must be one of \['auto', 'mjcf', "
+                                         r"'isaaclab_bfs'\], got 'bfs'"):  # fmt: skip
+        build("bfs")
+
+
+def test_sim2sim_reads_the_training_files_in_the_declared_order(g1, tmp_path) -> None:
+    # A policy's metadata names its clip and the order training read it in; unilab-sim2sim reads
+    # the clip the same way (here the model's order would be refused), and detects a --motion file.
+    from unilab_gpu.export.sim2sim import load_reference
+
+    clip = g1_test_clip("synthetic", g1, seed=8)
+    path = _isaaclab_npz(clip, tmp_path / "isaaclab.npz", ISAACLAB_G1_JOINTS, _breadth_first_bodies(g1))
+    func = "unilab_gpu.tasks.tracking.motion_command.MotionCommand"
+
+    def meta(order: str) -> dict:
+        params = {"motion_files": [path.name], "motion_order": order}
+        return {"control_dt": 1.0 / clip.fps, "commands": {"motion": {"func": func, "params": params}}}
+
+    reference, _ = load_reference(meta("isaaclab_bfs"), g1.model, None, policy_path=tmp_path / "policy.onnx")
+    columns = [clip.joint_names.index(n) for n in reference.joint_names]
+    np.testing.assert_allclose(reference.joint_pos, clip.joint_pos[:, columns], atol=1e-9)
+    with pytest.raises(MotionFormatError, match=r"'body_pos_w' at frame \d+"):
+        load_reference(meta("mjcf"), g1.model, None, policy_path=tmp_path / "policy.onnx")
+    detected, name = load_reference(meta("mjcf"), g1.model, str(path))
+    np.testing.assert_allclose(detected.joint_pos, reference.joint_pos)
+    assert name == str(path)

@@ -136,8 +136,9 @@ def load_reference(
 ) -> tuple[ReferenceMotion, str] | None:
     """The reference of a tracking policy at its control rate and its name; ``None`` for others.
 
-    ``motion`` (any format ``unilab-motion`` reads) or else the metadata's: its first motion file
-    (:func:`find_motion`), or its synthetic clip.
+    ``motion`` (any format ``unilab-motion`` reads; unnamed columns detected) or else the
+    metadata's: its first motion file (:func:`find_motion`, read in the training's
+    ``motion_order``), or its synthetic clip.
     """
     from unilab_gpu.motion import RobotKinematics, load_motion, synthesize_clip  # the training side converts
 
@@ -151,8 +152,11 @@ def load_reference(
     params = command["params"]
     files = list(params.get("motion_files") or [])
     if motion is not None or files:
-        path = Path(motion).expanduser() if motion is not None else find_motion(str(files[0]), policy_path)
-        clip = load_motion(path, fps=fps, kinematics=kinematics)
+        if motion is not None:  # any clip: its unnamed columns are detected
+            path, order = Path(motion).expanduser(), "auto"
+        else:  # the training's first clip, in the order training declared for its files
+            path, order = find_motion(str(files[0]), policy_path), params.get("motion_order", "auto")
+        clip = load_motion(path, fps=fps, kinematics=kinematics, order=order)
         name = str(path)
     else:
         seconds, seed = params.get("synthetic_seconds", 10.0), params.get("synthetic_seed", 0)

@@ -8,6 +8,7 @@ import torch
 
 from unilab_gpu.managers.row_buffers import rows_with_dummy
 from unilab_gpu.motion import (
+    ORDERS,
     AdaptiveStartSampler,
     ClipStartSampler,
     MotionLibrary,
@@ -78,6 +79,10 @@ class MotionCommand:
         Empty: one synthetic clip of ``synthetic_seconds`` is generated at construction.
       motion_weights: one weight > 0 per ``motion_files`` entry, applied to each clip it yields:
         the start samplers draw that clip's frames ``weight`` times as often (default: all 1).
+      motion_order: the column order of files whose joints and bodies are unnamed (BeyondMimic
+        NPZs), one of ``motion.ORDERS``: ``auto`` (detected per file by forward kinematics),
+        ``mjcf`` (the model's, as mjlab writes them) or ``isaaclab_bfs`` (Isaac Lab's breadth
+        first, as BeyondMimic's Isaac Lab scripts write them). Named columns keep their names.
       body_ids: MuJoCo ids of the tracked bodies (``body_names`` in the YAML).
       anchor_body: the tracked body whose pose anchors the relative targets (``torso_link``).
       sampling: ``adaptive``, ``uniform`` or ``start`` (every episode from frame 0 of a clip).
@@ -99,6 +104,7 @@ class MotionCommand:
         anchor_body: str = "torso_link",
         motion_files: list[str] | None = None,
         motion_weights: list[float] | None = None,
+        motion_order: str = "auto",
         synthetic_seconds: float = 10.0,
         synthetic_seed: int = 0,
         sampling: str = "adaptive",
@@ -132,7 +138,9 @@ class MotionCommand:
             motion_set = resolve_motion_set(
                 motion_files, motion_weights, key=f"{where}.motion_files", weights_key=f"{where}.motion_weights"
             )
-            clips = [load_motion(c.path, fps=fps, kinematics=kinematics) for c in motion_set]
+            if motion_order not in ORDERS:
+                raise ValueError(f"{where}.motion_order must be one of {list(ORDERS)}, got {motion_order!r}")
+            clips = [load_motion(c.path, fps=fps, kinematics=kinematics, order=motion_order) for c in motion_set]
             names, weights = [c.name for c in motion_set], [c.weight for c in motion_set]
         else:
             if motion_weights is not None:
