@@ -25,7 +25,8 @@
 #     Triton);
 #   6 train (55): FlashSAC on G1 tracking at 4096 envs, captured step, compiled if block 5 passed;
 #   7 dist_* (only with more than one GPU); 8 learning curves and the tracking policy's full-clip
-#     evaluation (LEARNING_CURVES=1, a second call).
+#     evaluation (LEARNING_CURVES=1, a second call); 9 generated terrain in the captured step
+#     (ROUGH=1 with SKIP_CHECKS=1, a call of its own).
 # At most GPU_CHECK_SECONDS (default 480: 8 minutes) in all, bundle install included. Every block
 # writes its JSON as it goes. A block is cut at its budget or at the deadline, whichever comes
 # first: it gets SIGINT (pytest writes its report, the doctor marks the check it was in) and,
@@ -33,7 +34,8 @@
 # GPU_CHECK_MIN_BLOCK (default 20) seconds left is skipped. gpu_check.json (the key facts so far)
 # is rewritten after every block, and when the check itself is stopped.
 # Writes to $OUT: gpu_check.json, environment.{json,txt}, warm.json, doctor.json,
-# bench_gpu_capture.json, gpu_tests.xml, bench_gpu_compiled.json, train_check.json, summary.txt
+# bench_gpu_capture.json, gpu_tests.xml, bench_gpu_compiled.json, train_check.json (block 9:
+# warm_rough.json, doctor_rough.json, bench_gpu_rough.json), summary.txt
 # (one line per block: exit=N, or exit=cut_budget / cut_deadline / killed, or skipped).
 # Exit status: 0 every block passed; 1 a block failed; 4 none failed but one was cut or skipped
 # for want of time; 2 CUDA is unusable (before anything else); 3 the bundle does not install (a
@@ -172,10 +174,10 @@ test_select=()  # without Triton: the Inductor test deselected
 gpus=$(fact devices)
 summarize
 
-if [ "${SKIP_CHECKS:-0}" != 1 ]; then  # blocks 1-7; SKIP_CHECKS=1 runs only block 8
+workers=$(( $(nproc) < 8 ? $(nproc) : 8 ))  # parallel Warp compiles of the warm blocks
+if [ "${SKIP_CHECKS:-0}" != 1 ]; then  # blocks 1-7; SKIP_CHECKS=1 runs only blocks 8 and 9
 
 # 1. Warp's modules of the doctor's runs, compiled in parallel processes into the kernel cache.
-workers=$(( $(nproc) < 8 ? $(nproc) : 8 ))
 block warm 70 "$PY" -m unilab_gpu.doctor.warm --device cuda --task g1_tracking --num-envs 4096 \
   --workers "$workers" --out "$OUT/warm.json"
 
@@ -242,6 +244,20 @@ if [ "${LEARNING_CURVES:-0}" = 1 ]; then
   block curve_velocity 230 "$PY" scripts/learning_curve.py --device cuda \
     --task g1_velocity --algo sac_velocity --num-envs 2048 --eval-envs 1024 --minutes 2.5 --log-every 50 \
     --force --out "$OUT/g1_velocity_sac_gpu.json" --plot "$OUT/g1_velocity_sac_gpu.png"
+fi
+
+# 9. Only with ROUGH=1 (a call of its own with SKIP_CHECKS=1, about 5 minutes): generated terrain
+#    inside the captured step. The doctor's physics, capture, replay == eager (with resets, so the
+#    curriculum and the spawn on origins run in the graph) and no-sync checks on go2_velocity_rough
+#    at 4096 envs, both rough tasks' step audits on CUDA, and unilab-bench's captured rough step
+#    against physics alone on the same terrain and on flat ground at 1024 / 4096 envs.
+if [ "${ROUGH:-0}" = 1 ]; then
+  block warm_rough 70 "$PY" -m unilab_gpu.doctor.warm --device cuda --task go2_velocity_rough --num-envs 4096 \
+    --workers "$workers" --out "$OUT/warm_rough.json"
+  block doctor_rough 150 "$PY" -m unilab_gpu.cli.doctor --device cuda --capture-task go2_velocity_rough \
+    --tasks go2_velocity_rough g1_velocity_rough --num-envs 4096 --no-compile --out "$OUT/doctor_rough.json"
+  block bench_rough 60 "$PY" -m unilab_gpu.cli.bench --task go2_velocity_rough --device cuda \
+    --num-envs 1024 4096 --steps 50 --warmup 5 --no-compile --force --out "$OUT/bench_gpu_rough.json"
 fi
 
 summarize  # the skipped blocks too

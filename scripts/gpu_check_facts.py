@@ -243,8 +243,8 @@ def bench_rows(report: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def summary(out: Path) -> dict[str, Any]:
-    env, doctor = _read(out / "environment.json"), _read(out / "doctor.json")
+def doctor_facts(doctor: Any) -> dict[str, Any]:
+    """The key facts of a ``unilab-doctor`` report (``None`` where a check did not run)."""
     checks = {c["name"]: c for c in (doctor or {}).get("checks", [])}
 
     def passed(name: str) -> bool | None:
@@ -254,11 +254,7 @@ def summary(out: Path) -> dict[str, Any]:
         return checks.get(name, {}).get("data", {})
 
     throughput = data("throughput and phases")
-    train, warm = _read(out / "train_check.json"), _read(out / "warm.json")
-    summary_txt = out / "summary.txt"
-    facts = {
-        "cuda_usable": None if env is None else env["cuda_usable"],
-        "triton": None if env is None else env.get("triton"),
+    return {
         "physics_only_env_steps_per_s_at_num_envs": data("physics only").get("physics_only_env_steps_per_s"),
         "capture_works": passed("whole step captures"),
         "capture_ids": data("whole step captures").get("capture_ids"),
@@ -272,6 +268,17 @@ def summary(out: Path) -> dict[str, Any]:
         "split_capture": data("solver early exit A/B").get("split_capture"),
         "doctor_verdict": None if doctor is None else doctor["verdict"],
         "doctor_interrupted": None if doctor is None else doctor.get("interrupted"),
+    }
+
+
+def summary(out: Path) -> dict[str, Any]:
+    env = _read(out / "environment.json")
+    train, warm = _read(out / "train_check.json"), _read(out / "warm.json")
+    summary_txt = out / "summary.txt"
+    facts = {
+        "cuda_usable": None if env is None else env["cuda_usable"],
+        "triton": None if env is None else env.get("triton"),
+        **doctor_facts(_read(out / "doctor.json")),
         "bench_capture": bench_rows(_read(out / "bench_gpu_capture.json")),
         "bench_compiled": bench_rows(_read(out / "bench_gpu_compiled.json")),
         "gpu_tests": junit_counts(out / "gpu_tests.xml"),
@@ -281,6 +288,9 @@ def summary(out: Path) -> dict[str, Any]:
         "blocks": blocks(summary_txt.read_text()) if summary_txt.is_file() else [],
         "environment": env,
     }
+    rough = _read(out / "doctor_rough.json")
+    if rough is not None or (out / "bench_gpu_rough.json").is_file():  # block 9 (ROUGH=1) ran
+        facts["rough"] = {**doctor_facts(rough), "bench": bench_rows(_read(out / "bench_gpu_rough.json"))}
     bundle = next((b for b in facts["blocks"] if b["block"] == "bundle"), {})
     # The NVRTC file Warp loaded (block 0), else the folder gpu_check.sh found it in or "missing".
     facts["nvrtc"] = (env or {}).get("nvrtc") or bundle.get("nvrtc")

@@ -221,3 +221,23 @@ def test_the_summary_reads_pytests_junit_report_and_the_bench_rows(tmp_path) -> 
     assert row["physics_only_env_steps_per_s"] == pytest.approx(1024 / 1.6e-3) and row["overhead_ratio"] == 1.3
     (tmp_path / "gpu_tests.xml").write_text("<testsuites><testsuite")  # a report cut mid-write
     assert facts.summary(tmp_path)["gpu_tests"] is None
+
+
+def test_the_rough_block_gets_facts_of_its_own(tmp_path) -> None:
+    # Block 9 (ROUGH=1) writes doctor_rough.json and bench_gpu_rough.json: summarised under "rough",
+    # beside (not over) the key task's facts; absent when the block did not run.
+    assert "rough" not in facts.summary(tmp_path)
+    checks = [
+        {"name": "whole step captures", "status": "pass", "detail": "", "data": {"capture_ids": [3, 3]}},
+        {"name": "replay equals eager (deterministic)", "status": "pass", "data": {"steps_with_resets": 41}},
+        {"name": "no host sync during replay", "status": "fail", "detail": "", "data": {}},
+    ]
+    (tmp_path / "doctor_rough.json").write_text(json.dumps({"verdict": "fail", "checks": checks}))
+    bench = {"results": [{"num_envs": 4096, "env_steps_per_s": 2e5, "physics_only_ms": 16.0, "overhead_ratio": 1.2}]}
+    (tmp_path / "bench_gpu_rough.json").write_text(json.dumps(bench))
+    got = facts.summary(tmp_path)
+    rough = got["rough"]
+    assert (rough["capture_works"], rough["replay_equals_eager"], rough["no_sync_in_replay"]) == (True, True, False)
+    assert rough["replay_steps_with_resets"] == 41 and rough["doctor_verdict"] == "fail"
+    assert rough["bench"][0]["physics_only_env_steps_per_s"] == pytest.approx(4096 / 16e-3)
+    assert got["capture_works"] is None and got["bench_capture"] == []  # the key task's blocks did not run

@@ -11,6 +11,7 @@ as ``skip`` with the reason. Prints a verdict table and writes JSON, rewritten a
 
     unilab-doctor                       # the default device (cuda if available)
     unilab-doctor --device cpu --out doctor.json
+    unilab-doctor --capture-task go2_velocity_rough   # the capture checks on a terrain task
     torchrun --nproc_per_node=N -m unilab_gpu.cli.doctor   # every rank on its cuda:LOCAL_RANK
 
 Under ``torchrun`` every rank runs the checks on its own device at the same time, and one more:
@@ -31,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from unilab_gpu.doctor.checks import check_data_parallel, fleet_checks, guarded, run_checks
+from unilab_gpu.doctor.checks import KEY_TASK, check_data_parallel, fleet_checks, guarded, run_checks
 from unilab_gpu.doctor.report import DoctorReport, table
 from unilab_gpu.envs.make_env import list_tasks
 from unilab_gpu.rl.distributed import DataParallel, launch_from_env, rank_device
@@ -49,6 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default="doctor.json", help="JSON report (default: doctor.json)")
     parser.add_argument("--num-envs", type=int, default=4096, help="envs of the CUDA checks")
     parser.add_argument("--tasks", nargs="*", default=None, help="tasks to audit (default: all)")
+    parser.add_argument(
+        "--capture-task",
+        default=KEY_TASK,
+        help=f"task of the physics, capture, replay and throughput checks (default: {KEY_TASK})",
+    )
     parser.add_argument("--no-compile", action="store_true", help="CUDA checks without torch.compile (faster start)")
     parser.add_argument("--verbose", action="store_true", help="show Warp's log lines (module loads)")
     args = parser.parse_args(argv)
@@ -63,6 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = sorted(set(tasks) - set(list_tasks()))
     if unknown:
         raise SystemExit(f"--tasks: unknown {unknown}; available: {list_tasks()}")
+    if args.capture_task not in list_tasks():
+        raise SystemExit(f"--capture-task: unknown '{args.capture_task}'; available: {list_tasks()}")
     if args.num_envs < 1:
         raise SystemExit(f"--num-envs must be >= 1, got {args.num_envs}")
     out = Path(args.out)
@@ -75,7 +83,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a budget's kill writes the report too
     try:
         compile = device.type == "cuda" and not args.no_compile
-        checks = run_checks(device, tasks, args.num_envs, compile, done=report.add, starting=report.starting)
+        checks = run_checks(
+            device,
+            tasks,
+            args.num_envs,
+            compile,
+            done=report.add,
+            starting=report.starting,
+            capture_task=args.capture_task,
+        )
     except KeyboardInterrupt as stop:
         result = report.interrupt(str(stop) or "SIGINT")
         print(table(report.checks))

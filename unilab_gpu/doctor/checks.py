@@ -357,6 +357,7 @@ def run_checks(
     compile: bool,
     done: Callable[[Check], None] = lambda check: None,
     starting: Callable[[str], None] = lambda name: None,
+    capture_task: str = KEY_TASK,
 ) -> list[Check]:
     """Every check this device can run, key facts first; the rest as ``skip`` with the reason.
 
@@ -366,6 +367,8 @@ def run_checks(
       compile: ``torch.compile`` the env's terms in the capture and replay checks.
       done: called with each check as soon as it is finished (the report rewrites itself).
       starting: called with each check's name before it starts (a cut run names the one it was in).
+      capture_task: the task of the physics, capture, replay and throughput checks (default
+        ``g1_tracking``; e.g. ``go2_velocity_rough`` to check a terrain inside the captured step).
     """
     checks: list[Check] = []
     running: list[str] = []
@@ -381,7 +384,7 @@ def run_checks(
 
     if device.type == "cuda":
         try:
-            _run_cuda_checks(device, num_envs, compile, run, record)
+            _run_cuda_checks(capture_task, device, num_envs, compile, run, record)
         except CudaUnusable as error:
             failed = running[0]
             record(Check(failed, "fail", str(error)))
@@ -397,20 +400,21 @@ def run_checks(
         for name in CUDA_CHECKS:
             if name != "throughput and phases":
                 record(Check(name, "skip", reason))
-        run("throughput and phases", lambda: check_throughput(_small_env(device)))
+        run("throughput and phases", lambda: check_throughput(_small_env(capture_task, device)))
     return checks
 
 
 def _run_cuda_checks(
+    task: str,
     device: torch.device,
     num_envs: int,
     compile: bool,
     run: Callable[[str, Callable[[], Check]], None],
     record: Callable[[Check], None],
 ) -> None:
-    """The CUDA checks in :data:`CUDA_CHECKS` order (see :func:`run_checks`)."""
+    """The CUDA checks in :data:`CUDA_CHECKS` order on ``task`` (see :func:`run_checks`)."""
     physics, capture, replay, no_sync, throughput, solver = CUDA_CHECKS
-    run(physics, lambda: check_physics_only(KEY_TASK, num_envs, device))
+    run(physics, lambda: check_physics_only(task, num_envs, device))
     if (reason := capture_unsupported_reason(device)) is not None:
         for name in (capture, replay, no_sync, throughput):
             record(Check(name, "fail", reason))
@@ -419,14 +423,14 @@ def _run_cuda_checks(
     captured: list[Any] = []
 
     def capture_check() -> Check:
-        check, env = check_capture(KEY_TASK, num_envs, device, compile)
+        check, env = check_capture(task, num_envs, device, compile)
         captured.append(env)
         return check
 
     run(capture, capture_check)
     # Eager terms by default: the captured kernels are the same either way (compiled == eager is
     # tested on CPU), and a cold Inductor compile costs minutes at first contact.
-    run(replay, lambda: check_replay_equals_eager(KEY_TASK, min(num_envs, 1024), device, compile))
+    run(replay, lambda: check_replay_equals_eager(task, min(num_envs, 1024), device, compile))
     if captured:
         run(no_sync, lambda: check_replay_does_not_wait(captured[0]))
         run(throughput, lambda: check_throughput(captured[0]))
@@ -437,9 +441,9 @@ def _run_cuda_checks(
     run(solver, lambda: check_solver_ab(num_envs, device))
 
 
-def _small_env(device: torch.device):
-    """Tracking at 16 envs, eager terms: what a CPU measures in seconds."""
-    env = make_env(KEY_TASK, 16, device, compile=False, announce=False)
+def _small_env(task: str, device: torch.device):
+    """The task at 16 envs, eager terms: what a CPU measures in seconds."""
+    env = make_env(task, 16, device, compile=False, announce=False)
     env.reset()
     return env
 
