@@ -123,6 +123,27 @@ def test_health_counts_reach_summary_with_deferred_resets():
     assert torch.isfinite(env.reward_manager.reward).all()
 
 
+def test_a_nan_row_does_not_poison_the_step_metrics():
+    # A row whose state went NaN is reset at the step's end; the per-step tracking errors average
+    # the valid rows only (before: the velocity error of a whole evaluation read NaN).
+    from unilab_gpu.managers.row_buffers import valid_row_mean
+    from unilab_gpu.tasks.velocity.velocity_command import VELOCITY_METRICS
+
+    nan = float("nan")
+    assert float(valid_row_mean(torch.tensor([nan, 1.0, 3.0]), torch.tensor([False, True, True]))) == 2.0
+    assert float(valid_row_mean(torch.tensor([nan, 1e30]), torch.tensor([False, False]))) == 0.0
+    env = make_env("go2_velocity", num_envs=4, compile=False, announce=False, overrides=["events.push=null"])
+    env.reset()
+    env.stats.clear()
+    env.sim.state.qvel[0] = nan
+    env.step(torch.zeros(4, env.action_dim))
+    summary = env.stats.summary()
+    assert summary["episode/non_finite_states"] == 1 and env.state_valid.tolist() == [False, True, True, True]
+    errors = env.command_manager.get("twist").row_errors()  # rows 1-3 kept their state and command
+    for key, name in VELOCITY_METRICS.items():
+        assert summary[name] == pytest.approx(float(errors[key][1:].mean()), rel=1e-5)
+
+
 def test_unbounded_action_dimensions_are_refused():
     with pytest.raises(ValueError, match=r"actuators \['torque'\] have no joint limit or ctrlrange.*actions.clip"):
         _pendulum(overrides=["actions.func=unilab_gpu.envs.mdp.actions.JointPositionAction", "actions.clip=null"])

@@ -162,6 +162,10 @@ class ManagerBasedRlEnv:
         )
         """The terrain on the device (heights, origins, each row's level), or None on flat ground."""
 
+        self.state_valid = torch.ones(n, dtype=torch.bool, device=self.device)
+        """Rows whose physics state after this step's physics is finite and inside
+        ``cfg.divergence``, ``(num_envs,)``; set before the commands update. The other rows are
+        reset at the step's end, so what terms compute on them means nothing (``EnvView``)."""
         self.stats = EpisodeStats(self.device)
         # Terms may read the managers built before theirs (``EnvView``): commands first (actions
         # may be residuals about a command's reference), the reward manager before the events
@@ -435,7 +439,6 @@ class ManagerBasedRlEnv:
 
     def _evaluate_eager(self) -> None:
         self.episode_length.add_(1)
-        self.command_manager.update(self)
         state = self.sim.state
         self._non_finite.copy_(~(torch.isfinite(state.qpos).all(dim=1) & torch.isfinite(state.qvel).all(dim=1)))
         # A finite blow-up (|qvel| = 1e4) would earn huge penalties every step and never end.
@@ -443,6 +446,8 @@ class ManagerBasedRlEnv:
         outside = (state.qpos.abs() > bounds.max_qpos).any(dim=1) | (state.qvel.abs() > bounds.max_qvel).any(dim=1)
         self._diverged.copy_(outside & ~self._non_finite)
         invalid = self._non_finite | self._diverged
+        self.state_valid.copy_(~invalid)  # before the commands: their step metrics skip these rows
+        self.command_manager.update(self)
         terms = self.termination_manager
         terms.compute(self, invalid)
         # Rows still waiting for a deferred reset already reported their end; don't end them twice.

@@ -130,8 +130,8 @@ def evaluate_on_terrain(
         fell = result.terminated & result.valid
         standing &= ~fell
         still = standing.float()
-        for name, value in twist.row_errors().items():
-            errors[name] += value * still
+        for name, value in twist.row_errors().items():  # where, not a product: a diverged row's NaN
+            errors[name] += torch.where(standing, value, torch.zeros_like(value))
         standing_steps += still
         walked = torch.where(standing, torch.linalg.vector_norm(env.robot.root_pos_w[:, :2] - start, dim=1), walked)
     grid = env.terrain_grid

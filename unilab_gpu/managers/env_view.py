@@ -63,6 +63,10 @@ class EnvView(Protocol):
       action_manager: ``last_action``/``prev_action (N, action_dim)``.
       command_manager: ``get(name)`` returns a command term (built before the event,
         termination, reward and observation terms, which may read it).
+      state_valid: ``(N,)`` bool, rows whose physics state after this step's physics is finite
+        and inside the divergence bounds; set before the commands update. The other rows are
+        reset at the step's end: a step metric averages over the valid rows only
+        (``row_buffers.valid_row_mean``).
       terrain: the generated ground (``terrain.terrain.Terrain``: ``heights_at(xy)``, each row's
         ``level``, ``env_origin (N, 3)``), or None on a flat floor; built before every term.
     Write:
@@ -88,4 +92,5 @@ class EnvView(Protocol):
     reward_manager: RewardManager
     reset_staging: ResetStaging
     stats: StatsRegistry
+    state_valid: torch.Tensor
     terrain: Terrain | None

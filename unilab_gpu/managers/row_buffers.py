@@ -16,3 +16,11 @@ def rows_with_dummy(
     """Zeroed storage of ``(num_envs + 1, *shape)`` and its view of the real rows ``(num_envs, *shape)``."""
     storage = torch.zeros((num_envs + 1, *shape), dtype=dtype, device=device)
     return storage, storage[:num_envs]
+
+
+def valid_row_mean(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """The mean of ``values (N,)`` over the rows where ``valid (N,)`` is true, 0-d (0 when none
+    is): a diverged row's NaN or huge value must not poison a per-step metric. Sync-free: the
+    invalid rows are masked, not removed."""
+    kept = torch.where(valid, values, torch.zeros_like(values))
+    return kept.sum() / valid.sum().clamp_min(1)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from unilab_gpu.managers.row_buffers import rows_with_dummy
+from unilab_gpu.managers.row_buffers import rows_with_dummy, valid_row_mean
 from unilab_gpu.motion import (
     ORDERS,
     AdaptiveStartSampler,
@@ -196,6 +196,7 @@ class MotionCommand:
         if self.library.num_clips > 1:  # one clip's totals are the episode statistics themselves
             env.stats.add_row_groups("motion", self.library.clip_names, self.clip)
         self._metrics = {name: env.stats.add_step_mean(key) for name, key in TRACKING_METRICS.items()}
+        self._state_valid = env.state_valid
         self._row_errors = {name: torch.zeros(n, device=device) for name in (*TRACKING_METRICS, "anchor_pos_error")}
 
     # ------------------------------------------------------------------------------------------
@@ -285,7 +286,7 @@ class MotionCommand:
         errors["joint_pos_error"].copy_((self.joint_pos - self._robot.joint_pos).abs().mean(dim=-1))
         errors["anchor_pos_error"].copy_(torch.linalg.vector_norm(self.anchor_pos_w - self.robot_anchor_pos_w, dim=-1))
         for name, step_sum in self._metrics.items():
-            step_sum.add_(errors[name].mean())
+            step_sum.add_(valid_row_mean(errors[name], self._state_valid))
 
     def reset(self, staging: ResetStaging) -> None:
         """Start the staged rows (padded with num_envs) at sampled frames; stage their state."""

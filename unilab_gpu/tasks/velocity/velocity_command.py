@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from unilab_gpu.managers.row_buffers import rows_with_dummy
+from unilab_gpu.managers.row_buffers import rows_with_dummy, valid_row_mean
 from unilab_gpu.utils.ranges import clamp_to, low_and_span
 from unilab_gpu.utils.rotations import quat_apply_inverse, yaw_quat
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 TWO_PI = 2.0 * math.pi
 
 VELOCITY_METRICS = {"lin_vel_error": "velocity/lin_vel_error_mps", "yaw_rate_error": "velocity/yaw_rate_error_radps"}
-""":meth:`VelocityCommand.tracking_errors` key -> its per-step mean in ``stats.summary()``: the
+""":meth:`VelocityCommand.row_errors` key -> its per-step mean over valid rows in ``stats.summary()``: the
 planar velocity error ``||c_xy - v_xy||`` (m/s) and the yaw-rate error ``|c_z - omega_z|`` (rad/s),
 means over rows and steps, against the command the step's rewards see."""
 
@@ -99,6 +99,7 @@ class VelocityCommand:
         """Set by the env when a terrain curriculum reads ``commanded_displacement`` (a flat task
         skips the work)."""
         self._metrics = {key: env.stats.add_step_mean(name) for key, name in VELOCITY_METRICS.items()}
+        self._state_valid = env.state_valid
 
     def draw(self, rows: int) -> torch.Tensor:
         """``rows`` fresh commands ``(rows, 3)``, dead zone applied."""
@@ -126,8 +127,8 @@ class VelocityCommand:
         if self.record_displacement:
             self.commanded_displacement.add_(self._world_planar_command() * self.step_dt)
         # After the resample and the steering: the errors of the command this step's rewards score.
-        for key, value in self.tracking_errors().items():
-            self._metrics[key].add_(value)
+        for key, value in self.row_errors().items():
+            self._metrics[key].add_(valid_row_mean(value, self._state_valid))
 
     def reset(self, staging: ResetStaging) -> None:
         """New command, timer and gait phase for the staged rows (``staging.env_ids``, padded);
