@@ -408,7 +408,8 @@ def plot(report: dict, path: Path) -> None:
         ax.plot([r["env_steps"] for r in rows], [r[key] for r in rows], label="training episodes")
         if key in baseline and baseline[key] in report["untrained"]:
             ax.axhline(report["untrained"][baseline[key]], color="gray", ls="--", label="untrained (eval)")
-            ax.axhline(report["trained"][baseline[key]], color="green", ls=":", label="trained (eval)")
+            if report["trained"].get(baseline[key]) is not None:  # null: not measured (the report's notes say why)
+                ax.axhline(report["trained"][baseline[key]], color="green", ls=":", label="trained (eval)")
         ax.set_xlabel("env steps")
         ax.set_title(key)
         ax.legend(fontsize=7)

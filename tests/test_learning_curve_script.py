@@ -224,3 +224,14 @@ def test_curve_keeps_the_mean_terrain_level() -> None:
     lc = load_script("learning_curve")
     row = lc.curve_row(1600, 2.0, {"terrain/mean_level": 2.25, "episode/length": 400.0, "not/kept": 1.0})
     assert row == {"env_steps": 1600, "seconds": 2.0, "episode/length": 400.0, "terrain/mean_level": 2.25}
+
+
+def test_replot_draws_a_report_whose_trained_errors_are_null(tmp_path) -> None:
+    # The committed G1 rough report has null trained velocity errors (poisoned by a diverged row,
+    # its notes say); the redraw leaves their "trained" lines out instead of failing on None.
+    lc = load_script("learning_curve")
+    report = lc.ROOT / "docs" / "benchmarks" / "learning" / "g1_velocity_rough_sac.json"
+    assert json.loads(report.read_text())["trained"]["lin_vel_error_mps"] is None
+    plot = tmp_path / "replot.png"
+    lc.main(["--replot", "--out", str(report), "--plot", str(plot)])
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
