@@ -22,9 +22,9 @@ from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
 def test_cpu_run_audits_every_requested_task_and_the_training_loop(tmp_path, capsys) -> None:
     out = tmp_path / "doctor.json"
     # --capture-task: the task of the CUDA physics, capture and replay checks (gpu_check.sh's ROUGH
-    # block) and of the throughput check a CPU runs.
+    # block: go2_velocity_rough) and of the throughput check a CPU runs (here the cheapest task).
     args = ["--device", "cpu", "--out", str(out), "--tasks", "pendulum", "g1_stand"]
-    assert main([*args, "--capture-task", "go2_velocity_rough"]) == 0
+    assert main([*args, "--capture-task", "pendulum"]) == 0
     report = json.loads(out.read_text())
     checks = {c["name"]: c for c in report["checks"]}
     assert report["verdict"] == "pass" and report["device"] == "cpu" and report["complete"] is True
@@ -38,7 +38,7 @@ def test_cpu_run_audits_every_requested_task_and_the_training_loop(tmp_path, cap
         if name != "throughput and phases":
             assert checks[name]["status"] == "skip" and "no CUDA device" in checks[name]["detail"]
     assert checks["throughput and phases"]["data"]["env_steps_per_s"] > 0
-    assert checks["throughput and phases"]["data"]["task"] == "go2_velocity_rough"
+    assert checks["throughput and phases"]["data"]["task"] == "pendulum"
     printed = capsys.readouterr().out
     assert "SKIP   whole step captures" in printed and "PASS in" in printed
 
