@@ -132,6 +132,8 @@ def test_a_nan_row_does_not_poison_the_step_metrics():
     nan = float("nan")
     assert float(valid_row_mean(torch.tensor([nan, 1.0, 3.0]), torch.tensor([False, True, True]))) == 2.0
     assert float(valid_row_mean(torch.tensor([nan, 1e30]), torch.tensor([False, False]))) == 0.0
+    per_body = torch.tensor([[nan, nan], [1.0, 4.0], [3.0, 8.0]])  # (N, bodies): a mean per body
+    assert valid_row_mean(per_body, torch.tensor([False, True, True])).tolist() == [2.0, 6.0]
     env = make_env("go2_velocity", num_envs=4, compile=False, announce=False, overrides=["events.push=null"])
     env.reset()
     env.stats.clear()
@@ -139,9 +141,14 @@ def test_a_nan_row_does_not_poison_the_step_metrics():
     env.step(torch.zeros(4, env.action_dim))
     summary = env.stats.summary()
     assert summary["episode/non_finite_states"] == 1 and env.state_valid.tolist() == [False, True, True, True]
-    errors = env.command_manager.get("twist").row_errors()  # rows 1-3 kept their state and command
+    twist = env.command_manager.get("twist")
+    errors = twist.row_errors()  # rows 1-3 kept their state and command
     for key, name in VELOCITY_METRICS.items():
         assert summary[name] == pytest.approx(float(errors[key][1:].mean()), rel=1e-5)
+    # The same mean is what unilab-play sums (tracking_errors), until a reset makes every row valid.
+    assert float(twist.tracking_errors()["lin_vel_error"]) == pytest.approx(float(errors["lin_vel_error"][1:].mean()))
+    env.reset()
+    assert env.state_valid.all()
 
 
 def test_unbounded_action_dimensions_are_refused():

@@ -612,6 +612,7 @@ class ManagerBasedRlEnv:
             self.episode_length.copy_(torch.randint_like(self.episode_length, 0, self.max_episode_length))
         self.stats.clear()
         self.action_manager.non_finite_count.zero_()
+        self.state_valid.fill_(True)  # every row starts afresh: none carries a diverged state
         self._observe(self._all_rows, False)
 
 

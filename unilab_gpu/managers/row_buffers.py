@@ -19,8 +19,9 @@ def rows_with_dummy(
 
 
 def valid_row_mean(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """The mean of ``values (N,)`` over the rows where ``valid (N,)`` is true, 0-d (0 when none
-    is): a diverged row's NaN or huge value must not poison a per-step metric. Sync-free: the
-    invalid rows are masked, not removed."""
-    kept = torch.where(valid, values, torch.zeros_like(values))
-    return kept.sum() / valid.sum().clamp_min(1)
+    """The mean of ``values (N, ...)`` over the rows where ``valid (N,)`` is true, ``(...)`` (0
+    where none is): a diverged row's NaN or huge value must not poison a per-step metric.
+    Sync-free: the invalid rows are masked, not removed."""
+    mask = valid.view(-1, *([1] * (values.ndim - 1)))
+    kept = torch.where(mask, values, torch.zeros_like(values))
+    return kept.sum(dim=0) / valid.sum().clamp_min(1)

@@ -335,12 +335,14 @@ class MotionCommand:
         return self._row_errors
 
     def tracking_errors(self) -> dict[str, torch.Tensor]:
-        """Mean position error over rows of each tracked body (against the re-anchored targets)
-        and of the anchor (world frame), m, as 0-d device tensors: no host sync, so a rollout can
-        sum them and read the sums once."""
-        errors = torch.linalg.vector_norm(self.body_pos_relative_w - self.robot_body_pos_w, dim=-1).mean(dim=0)
+        """Mean position error over the rows whose state is valid (``env.state_valid`` of the last
+        step) of each tracked body (against the re-anchored targets) and of the anchor (world
+        frame), m, as 0-d device tensors: no host sync, so a rollout can sum them and read the
+        sums once."""
+        per_body = torch.linalg.vector_norm(self.body_pos_relative_w - self.robot_body_pos_w, dim=-1)
+        errors = valid_row_mean(per_body, self._state_valid)
         out = {f"body_pos_error/{name}": errors[i] for i, name in enumerate(self.body_names)}
-        out["anchor_pos_error"] = self._row_errors["anchor_pos_error"].mean()
+        out["anchor_pos_error"] = valid_row_mean(self._row_errors["anchor_pos_error"], self._state_valid)
         return out
 
     # ------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 TWO_PI = 2.0 * math.pi
 
 VELOCITY_METRICS = {"lin_vel_error": "velocity/lin_vel_error_mps", "yaw_rate_error": "velocity/yaw_rate_error_radps"}
-""":meth:`VelocityCommand.row_errors` key -> its per-step mean over valid rows in ``stats.summary()``: the
+""":meth:`VelocityCommand.tracking_errors` key -> its per-step mean in ``stats.summary()``: the
 planar velocity error ``||c_xy - v_xy||`` (m/s) and the yaw-rate error ``|c_z - omega_z|`` (rad/s),
 means over rows and steps, against the command the step's rewards see."""
 
@@ -127,8 +127,8 @@ class VelocityCommand:
         if self.record_displacement:
             self.commanded_displacement.add_(self._world_planar_command() * self.step_dt)
         # After the resample and the steering: the errors of the command this step's rewards score.
-        for key, value in self.row_errors().items():
-            self._metrics[key].add_(valid_row_mean(value, self._state_valid))
+        for key, value in self.tracking_errors().items():
+            self._metrics[key].add_(value)
 
     def reset(self, staging: ResetStaging) -> None:
         """New command, timer and gait phase for the staged rows (``staging.env_ids``, padded);
@@ -156,9 +156,10 @@ class VelocityCommand:
         }
 
     def tracking_errors(self) -> dict[str, torch.Tensor]:
-        """The :meth:`row_errors` as means over rows, 0-d device tensors: no host sync, so a
-        rollout can sum them and read the sums once."""
-        return {name: error.mean() for name, error in self.row_errors().items()}
+        """The :meth:`row_errors` as means over the rows whose state is valid (``env.state_valid``
+        of the last step), 0-d device tensors: no host sync, so a rollout can sum them and read
+        the sums once."""
+        return {name: valid_row_mean(error, self._state_valid) for name, error in self.row_errors().items()}
 
     def _world_planar_command(self) -> torch.Tensor:
         """The planar command ``(N, 2)`` turned from the heading frame into the world frame."""
