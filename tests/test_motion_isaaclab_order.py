@@ -119,6 +119,9 @@ def test_the_tracking_task_declares_the_order_of_its_files(g1, tmp_path) -> None
     with pytest.raises(ValueError, match=r"commands\.motion\.params\.motion_order must be one of \['auto', 'mjcf', "
                                          r"'isaaclab_bfs'\], got 'bfs'"):  # fmt: skip
         build("bfs")
+    bad_order = ["commands.motion.params.motion_order=bfs"]  # the synthetic clip (no files) checks the key too
+    with pytest.raises(ValueError, match=r"commands\.motion\.params\.motion_order must be one of"):
+        make_env("g1_tracking", num_envs=2, compile=False, overrides=bad_order, announce=False)
 
 
 def test_sim2sim_reads_the_training_files_in_the_declared_order(g1, tmp_path) -> None:

@@ -133,13 +133,14 @@ class MotionCommand:
 
         fps = 1.0 / env.step_dt
         kinematics = RobotKinematics(env.sim.mj_model)
+        where = "commands.motion.params"
+        # Checked with or without files: a typo must not wait for the day files are added.
+        if motion_order not in ORDERS:
+            raise ValueError(f"{where}.motion_order must be one of {list(ORDERS)}, got {motion_order!r}")
         if motion_files:
-            where = "commands.motion.params"
             motion_set = resolve_motion_set(
                 motion_files, motion_weights, key=f"{where}.motion_files", weights_key=f"{where}.motion_weights"
             )
-            if motion_order not in ORDERS:
-                raise ValueError(f"{where}.motion_order must be one of {list(ORDERS)}, got {motion_order!r}")
             clips = [load_motion(c.path, fps=fps, kinematics=kinematics, order=motion_order) for c in motion_set]
             names, weights = [c.name for c in motion_set], [c.weight for c in motion_set]
         else:
@@ -158,7 +159,6 @@ class MotionCommand:
         self.sampler = SAMPLERS[sampling](self.library, **(adaptive or {}) if sampling == "adaptive" else {})
 
         zero6 = [[0.0, 0.0]] * 6
-        where = "commands.motion.params"
         self._pose_lo, self._pose_span = low_and_span(pose_range or zero6, 6, f"{where}.pose_range", device)
         self._vel_lo, self._vel_span = low_and_span(velocity_range or zero6, 6, f"{where}.velocity_range", device)
         self._joint_lo, self._joint_span = low_and_span(
