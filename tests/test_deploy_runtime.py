@@ -414,6 +414,36 @@ def test_the_committed_velocity_policy_walks_in_mujoco_c() -> None:
     assert summary["torque_limit_excess_nm"] == 0.0 and summary["joint_limit_excess_rad"] < 0.01
 
 
+def test_sim2sim_reports_the_velocity_the_policy_walks_at() -> None:
+    """A velocity run's per-second means of the root velocity (root frame) are those of the states
+    it left, rotated here by MuJoCo's own quaternion routine; the planar error's mean is at least
+    the distance from the command to the mean velocity (the norm of a mean is at most the mean of
+    the norms), so the report splits the error into that offset and the sway about it."""
+    policy = PolicyFile(Path(__file__).resolve().parents[1] / "docs" / "policies" / "g1_velocity_sac.onnx")
+    model = mujoco.MjModel.from_xml_path(str(robot_asset(policy.metadata["robot_model"])))
+    command = np.array([-0.4, 0.0, 0.0])
+    run = Sim2Sim(Controller(policy, model, None), command, FallRule.of_task(policy.metadata))
+    seen = []
+
+    def record(data: mujoco.MjData, _ghost) -> None:
+        inverse, lin_vel_b = np.zeros(4), np.zeros(3)
+        mujoco.mju_negQuat(inverse, data.qpos[3:7])
+        mujoco.mju_rotVecQuat(lin_vel_b, data.qvel[0:3], inverse)
+        seen.append([lin_vel_b[0], lin_vel_b[1], data.qvel[5]])
+
+    result = run.run(2.0, on_frame=record)
+    seen = np.array(seen)
+    for row, second in zip(result["per_second"], (seen[:50], seen[50:]), strict=True):
+        expected = second.mean(axis=0)
+        measured = [row["lin_vel_x_mps"], row["lin_vel_y_mps"], row["yaw_rate_radps"]]
+        np.testing.assert_allclose(measured, expected, atol=1e-9)
+        offset = np.linalg.norm(command[:2] - expected[:2])
+        assert row["lin_vel_error_mps"] >= offset - 1e-9, (row, offset)
+    summary = result["summary"]
+    assert summary["lin_vel_x_mps"] == pytest.approx(seen[:, 0].mean(), abs=1e-9)
+    assert summary["lin_vel_x_mps"] < -0.1, summary  # it walks backwards, as commanded
+
+
 # -- metadata the runtime must not trust (issue 36) -------------------------------------------
 def _one_line_error(capsys) -> str:
     err = capsys.readouterr().err.strip()

@@ -439,6 +439,20 @@ class Sim2Sim:
             "body_pos_error_anchored_m": float(np.linalg.norm(anchored - robot, axis=1).mean()),
         }
 
+    def velocity(self) -> dict[str, float]:
+        """The root velocity a velocity policy reached after this step (root frame; tracking: none).
+        Its means beside the errors tell a robot that walks slower or sideways of its command (a
+        mean off the command) from one whose walk sways about it (a mean on it)."""
+        if self.tracking:
+            return {}
+        data = self.data
+        lin_vel_b = rotate_inverse(data.qpos[self.root_qpos + 3 : self.root_qpos + 7], data.qvel[0:3])
+        return {
+            "lin_vel_x_mps": float(lin_vel_b[0]),
+            "lin_vel_y_mps": float(lin_vel_b[1]),
+            "yaw_rate_radps": float(data.qvel[5]),
+        }
+
     def run(
         self,
         seconds: float,
@@ -471,13 +485,13 @@ class Sim2Sim:
                 ctl.step(self.data, on_substep=self._watch)
                 q = self.data.qpos[ctl.joint_qpos]
                 excess = float(np.max(np.maximum(self.joint_low - q, q - self.joint_high)))
-                errors = self.errors(frame)
+                measured = self.errors(frame) | self.velocity()
                 fell = self.fallen(frame)
                 # The step's numbers are recorded together, so an interrupt leaves no half-counted step.
                 second["joint"] = max(second["joint"], excess)
                 second["torque"] = max(second["torque"], self._substep_torque)
                 second["ratio"] = max(second["ratio"], self._substep_ratio)
-                for name, value in errors.items():
+                for name, value in measured.items():
                     second["sums"][name] = second["sums"].get(name, 0.0) + value
                 second["steps"] += 1
                 second["falls"] += int(fell)
