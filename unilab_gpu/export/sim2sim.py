@@ -416,12 +416,10 @@ class Sim2Sim:
         """This step's tracking errors (after physics; ``frame``: the reference frame it followed)."""
         data, ctl = self.data, self.controller
         if not self.tracking:
-            quat = data.qpos[self.root_qpos + 3 : self.root_qpos + 7]
-            lin_vel_b = rotate_inverse(quat, data.qvel[0:3])
-            command = ctl.command
+            twist, command = self._root_twist(), ctl.command
             return {
-                "lin_vel_error_mps": float(np.linalg.norm(command[:2] - lin_vel_b[:2])),
-                "yaw_rate_error_radps": float(abs(command[2] - data.qvel[5])),
+                "lin_vel_error_mps": float(np.linalg.norm(command[:2] - twist[:2])),
+                "yaw_rate_error_radps": float(abs(command[2] - twist[2])),
             }
         ref = ctl.reference
         target = ref.body_pos_w[frame, self.tracked_columns]
@@ -445,13 +443,15 @@ class Sim2Sim:
         mean off the command) from one whose walk sways about it (a mean on it)."""
         if self.tracking:
             return {}
+        v_x, v_y, omega_z = self._root_twist()
+        return {"lin_vel_x_mps": float(v_x), "lin_vel_y_mps": float(v_y), "yaw_rate_radps": float(omega_z)}
+
+    def _root_twist(self) -> np.ndarray:
+        """``[v_x, v_y, omega_z]`` of the root now: planar velocity in the root frame and the yaw
+        rate, the quantities a velocity command names."""
         data = self.data
         lin_vel_b = rotate_inverse(data.qpos[self.root_qpos + 3 : self.root_qpos + 7], data.qvel[0:3])
-        return {
-            "lin_vel_x_mps": float(lin_vel_b[0]),
-            "lin_vel_y_mps": float(lin_vel_b[1]),
-            "yaw_rate_radps": float(data.qvel[5]),
-        }
+        return np.array([lin_vel_b[0], lin_vel_b[1], data.qvel[5]])
 
     def run(
         self,
