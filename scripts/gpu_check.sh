@@ -26,7 +26,8 @@
 #   6 train (55): FlashSAC on G1 tracking at 4096 envs, captured step, compiled if block 5 passed;
 #   7 dist_* (only with more than one GPU); 8 learning curves and the tracking policy's full-clip
 #     evaluation (LEARNING_CURVES=1, a second call); 9 generated terrain in the captured step
-#     (ROUGH=1 with SKIP_CHECKS=1, a call of its own).
+#     (ROUGH=1 with SKIP_CHECKS=1, a call of its own); 10 the Go2 learning on rough terrain and its
+#     clean slopes-and-stairs evaluation (ROUGH_LEARNING=1 with SKIP_CHECKS=1, a call of its own).
 # At most GPU_CHECK_SECONDS (default 480: 8 minutes) in all, bundle install included. Every block
 # writes its JSON as it goes. A block is cut at its budget or at the deadline, whichever comes
 # first: it gets SIGINT (pytest writes its report, the doctor marks the check it was in) and,
@@ -35,7 +36,9 @@
 # is rewritten after every block, and when the check itself is stopped.
 # Writes to $OUT: gpu_check.json, environment.{json,txt}, warm.json, doctor.json,
 # bench_gpu_capture.json, gpu_tests.xml, bench_gpu_compiled.json, train_check.json (block 9:
-# warm_rough.json, doctor_rough.json, bench_gpu_rough.json), summary.txt
+# warm_rough.json, doctor_rough.json, bench_gpu_rough.json; block 10: warm_rough_learning.json,
+# go2_velocity_rough_sac_gpu.{json,png}, go2_rough_gpu_run/, go2_velocity_rough_gpu_terrain_eval.json),
+# summary.txt
 # (one line per block: exit=N, or exit=cut_budget / cut_deadline / killed, or skipped).
 # Exit status: 0 every block passed; 1 a block failed; 4 none failed but one was cut or skipped
 # for want of time; 2 CUDA is unusable (before anything else); 3 the bundle does not install (a
@@ -175,7 +178,7 @@ gpus=$(fact devices)
 summarize
 
 workers=$(( $(nproc) < 8 ? $(nproc) : 8 ))  # parallel Warp compiles of the warm blocks
-if [ "${SKIP_CHECKS:-0}" != 1 ]; then  # blocks 1-7; SKIP_CHECKS=1 runs only blocks 8 and 9
+if [ "${SKIP_CHECKS:-0}" != 1 ]; then  # blocks 1-7; SKIP_CHECKS=1 runs only blocks 8 to 10
 
 # 1. Warp's modules of the doctor's runs, compiled in parallel processes into the kernel cache.
 block warm 70 "$PY" -m unilab_gpu.doctor.warm --device cuda --task g1_tracking --num-envs 4096 \
@@ -258,6 +261,23 @@ if [ "${ROUGH:-0}" = 1 ]; then
     --tasks go2_velocity_rough g1_velocity_rough --num-envs 4096 --no-compile --out "$OUT/doctor_rough.json"
   block bench_rough 60 "$PY" -m unilab_gpu.cli.bench --task go2_velocity_rough --device cuda \
     --num-envs 1024 4096 --steps 50 --warmup 5 --no-compile --force --out "$OUT/bench_gpu_rough.json"
+fi
+
+# 10. Only with ROUGH_LEARNING=1 (a call of its own with SKIP_CHECKS=1, about 8 minutes): issue 32's
+#     learning target at GPU size. The Go2 on the default rough grid (SAC, 4096 envs, 3.5 minutes),
+#     its mean terrain level over training, then the clean evaluation on 15 degree slopes and 10 cm
+#     stairs, up and down (unilab-eval --terrain slopes_stairs_eval, 256 rows per sub-terrain). The
+#     run folder comes back in $OUT: the machine has no onnx or onnxruntime, so unilab-export and
+#     unilab-sim2sim run on the CPU machine from its checkpoint (docs/gpu_check.md).
+if [ "${ROUGH_LEARNING:-0}" = 1 ]; then
+  rm -rf "$OUT/go2_rough_gpu_run"  # --keep-run wants a new folder; this one is the check's own
+  block warm_rough_learning 70 "$PY" -m unilab_gpu.doctor.warm --device cuda --task go2_velocity_rough \
+    --num-envs 4096 --workers "$workers" --out "$OUT/warm_rough_learning.json"
+  block curve_rough 320 "$PY" scripts/learning_curve.py --device cuda --task go2_velocity_rough --algo sac_velocity \
+    --num-envs 4096 --eval-envs 1024 --minutes 3.5 --log-every 50 --keep-run "$OUT/go2_rough_gpu_run" \
+    --force --out "$OUT/go2_velocity_rough_sac_gpu.json" --plot "$OUT/go2_velocity_rough_sac_gpu.png"
+  block eval_rough 60 "$PY" -m unilab_gpu.cli.eval "$OUT/go2_rough_gpu_run" --device cuda \
+    --terrain slopes_stairs_eval --rows-per-column 256 --force --out "$OUT/go2_velocity_rough_gpu_terrain_eval.json"
 fi
 
 summarize  # the skipped blocks too

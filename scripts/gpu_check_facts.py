@@ -25,7 +25,9 @@ alone, capture works (and its capture ids), replay == eager over steps with rese
 replay, env-steps/s of the captured step against physics alone (the doctor's size and every bench
 size), the solver A/B, the GPU tests' counts, the compiled step, the training run, and every
 block's exit status and seconds; a missing or partial file leaves its facts ``null`` (a cut
-doctor's report says which check it was in: ``doctor_interrupted``). gpu_check.sh runs it
+doctor's report says which check it was in: ``doctor_interrupted``); block 9's rough-terrain
+doctor and bench under ``rough``, block 10's rough-terrain learning under ``rough_learning``.
+gpu_check.sh runs it
 after every block and renames its output over ``OUT/gpu_check.json`` (as it does with
 ``environment.json``): the standard library only, so it costs a fraction of a second.
 
@@ -271,6 +273,21 @@ def doctor_facts(doctor: Any) -> dict[str, Any]:
     }
 
 
+def rough_learning_facts(curve: Any, walk: Any) -> dict[str, Any]:
+    """Block 10's facts: the Go2's rough-terrain training (env steps, its mean terrain level at the
+    first and last point that logged one, and its highest) and the clean evaluation's success rate
+    per sub-terrain (``None`` where a file is missing or cut short)."""
+    levels = [p["terrain/mean_level"] for p in (curve or {}).get("curve", []) if "terrain/mean_level" in p]
+    return {
+        "env_steps": (curve or {}).get("env_steps"),
+        "mean_level_first": levels[0] if levels else None,
+        "mean_level_last": levels[-1] if levels else None,
+        "mean_level_max": max(levels) if levels else None,
+        "success_rate": {name: row.get("success_rate") for name, row in (walk or {}).get("sub_terrains", {}).items()}
+        or None,
+    }
+
+
 def summary(out: Path) -> dict[str, Any]:
     env = _read(out / "environment.json")
     train, warm = _read(out / "train_check.json"), _read(out / "warm.json")
@@ -291,6 +308,10 @@ def summary(out: Path) -> dict[str, Any]:
     rough = _read(out / "doctor_rough.json")
     if rough is not None or (out / "bench_gpu_rough.json").is_file():  # block 9 (ROUGH=1) ran
         facts["rough"] = {**doctor_facts(rough), "bench": bench_rows(_read(out / "bench_gpu_rough.json"))}
+    curve = _read(out / "go2_velocity_rough_sac_gpu.json")
+    walk = _read(out / "go2_velocity_rough_gpu_terrain_eval.json")
+    if curve is not None or walk is not None:  # block 10 (ROUGH_LEARNING=1) ran
+        facts["rough_learning"] = rough_learning_facts(curve, walk)
     bundle = next((b for b in facts["blocks"] if b["block"] == "bundle"), {})
     # The NVRTC file Warp loaded (block 0), else the folder gpu_check.sh found it in or "missing".
     facts["nvrtc"] = (env or {}).get("nvrtc") or bundle.get("nvrtc")

@@ -223,6 +223,29 @@ def test_the_summary_reads_pytests_junit_report_and_the_bench_rows(tmp_path) -> 
     assert facts.summary(tmp_path)["gpu_tests"] is None
 
 
+def test_the_rough_learning_block_reports_levels_and_success_per_sub_terrain(tmp_path) -> None:
+    # Block 10 (ROUGH_LEARNING=1): the curve's mean terrain level (only the points that logged one)
+    # and the terrain evaluation's success per sub-terrain; absent when the block did not run.
+    assert "rough_learning" not in facts.summary(tmp_path)
+    curve = {
+        "env_steps": 4096 * 300,
+        "curve": [
+            {"env_steps": 0, "train/reward_mean": 0.1},
+            {"env_steps": 4096, "terrain/mean_level": 2.5},
+            {"env_steps": 8192, "terrain/mean_level": 4.25},
+            {"env_steps": 12288, "terrain/mean_level": 3.75},
+        ],
+    }
+    (tmp_path / "go2_velocity_rough_sac_gpu.json").write_text(json.dumps(curve))
+    got = facts.summary(tmp_path)["rough_learning"]
+    assert (got["mean_level_first"], got["mean_level_last"], got["mean_level_max"]) == (2.5, 3.75, 4.25)
+    assert got["env_steps"] == 4096 * 300 and got["success_rate"] is None  # the evaluation did not run
+    walk = {"sub_terrains": {"stairs_up": {"success_rate": 0.8125}, "slope_down": {"success_rate": 1.0}}}
+    (tmp_path / "go2_velocity_rough_gpu_terrain_eval.json").write_text(json.dumps(walk))
+    got = facts.summary(tmp_path)["rough_learning"]
+    assert got["success_rate"] == {"stairs_up": 0.8125, "slope_down": 1.0}
+
+
 def test_the_rough_block_gets_facts_of_its_own(tmp_path) -> None:
     # Block 9 (ROUGH=1) writes doctor_rough.json and bench_gpu_rough.json: summarised under "rough",
     # beside (not over) the key task's facts; absent when the block did not run.
