@@ -27,9 +27,8 @@ size), the solver A/B, the GPU tests' counts, the compiled step, the training ru
 block's exit status and seconds; a missing or partial file leaves its facts ``null`` (a cut
 doctor's report says which check it was in: ``doctor_interrupted``); block 9's rough-terrain
 doctor and bench under ``rough``, block 10's rough-terrain learning under ``rough_learning``.
-gpu_check.sh runs it
-after every block and renames its output over ``OUT/gpu_check.json`` (as it does with
-``environment.json``): the standard library only, so it costs a fraction of a second.
+gpu_check.sh runs it after every block and renames its output over ``OUT/gpu_check.json`` (as it
+does with ``environment.json``): the standard library only, so it costs a fraction of a second.
 
 ``library`` finds a shared library the bundle's files load from the machine (its ``nvrtc.txt``;
 the bundle's self-built ``warp.so`` needs NVRTC, ``libnvrtc.so.13``), before any CUDA work:
@@ -277,14 +276,14 @@ def rough_learning_facts(curve: Any, walk: Any) -> dict[str, Any]:
     """Block 10's facts: the Go2's rough-terrain training (env steps, its mean terrain level at the
     first and last point that logged one, and its highest) and the clean evaluation's success rate
     per sub-terrain (``None`` where a file is missing or cut short)."""
-    levels = [p["terrain/mean_level"] for p in (curve or {}).get("curve", []) if "terrain/mean_level" in p]
+    curve, walk = curve or {}, walk or {}
+    levels = [p["terrain/mean_level"] for p in curve.get("curve", []) if "terrain/mean_level" in p]
     return {
-        "env_steps": (curve or {}).get("env_steps"),
+        "env_steps": curve.get("env_steps"),
         "mean_level_first": levels[0] if levels else None,
         "mean_level_last": levels[-1] if levels else None,
         "mean_level_max": max(levels) if levels else None,
-        "success_rate": {name: row.get("success_rate") for name, row in (walk or {}).get("sub_terrains", {}).items()}
-        or None,
+        "success_rate": {name: row.get("success_rate") for name, row in walk.get("sub_terrains", {}).items()} or None,
     }
 
 
