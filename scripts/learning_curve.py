@@ -88,9 +88,12 @@ CURVE_KEYS = (
     *(key for metrics in TASK_METRICS.values() for key in metrics.errors),
     "train/reward_mean",
     "terrain/mean_level",
+    "terrain/level_fraction",
+    "motion/termination_scale",
 )
 """Scalars of each logging point kept in the curve (when the task has them; the mean terrain
-level on a task with a terrain curriculum)."""
+level and its fraction of what the curriculum can sustain on a task with a terrain curriculum;
+the termination curriculum's scale on a tracking task with one)."""
 
 
 def task_metrics(env) -> tuple[str, TaskMetrics] | None:

@@ -173,6 +173,48 @@ def test_curriculum_promotes_demotes_and_wraps_on_hand_made_distances() -> None:
     assert terrain.mean_level.item() == pytest.approx(terrain.level.float().mean().item())
 
 
+def test_curriculum_rules_relative_to_the_command_and_without_time_out_demotion() -> None:
+    terrain, root, length, asked = _curriculum_setup(num_envs=6)
+    terrain.curriculum = TerrainCurriculum(
+        root, length, asked, promote_distance=4.0, demote_ratio=0.5,
+        demote_on_time_out=False, promote_ratio=0.8, min_promote_distance=1.0,
+    )  # fmt: skip
+    terrain.set_levels(torch.ones(6, dtype=torch.int64))
+    origin = terrain.env_origin.clone()
+    # Row: walked / asked (m) / failed -> expected level (needed = clamp(0.8 asked, 1, 4))
+    # 0: 2.5 / 3 -> up (needed 2.4: the fixed 4 m rule would keep it);  1: 2.0 / 3 -> stays
+    # 2: 0.5 / 6, timed out -> stays (no demotion on time-outs);  3: 2.0 / 6, failed -> down
+    # 4: 0.9 / 0.5 -> stays (walked less than min_promote_distance);  5: 4.5 / 10 -> up (cap 4 m)
+    walked = torch.tensor([2.5, 2.0, 0.5, 2.0, 0.9, 4.5])
+    root[:, 0] = origin[:, 0] + walked
+    root[:, 1] = origin[:, 1]
+    asked[:, 0] = torch.tensor([3.0, 3.0, 6.0, 6.0, 0.5, 10.0])
+    length.fill_(100)
+    failed = torch.tensor([False, False, False, True, False, False])
+    levels = terrain.curriculum.new_levels(torch.arange(6), failed, terrain.level, terrain.env_origin, 3)
+    assert levels.tolist() == [2, 1, 1, 0, 1, 2]
+
+
+@pytest.mark.parametrize("levels", [1, 2, 6])
+def test_level_fraction_is_one_for_a_policy_promoted_every_episode(levels) -> None:
+    """Simulate the re-leveling of a row promoted at every episode: its long-run mean level is
+    the denominator of ``level_fraction``, so the fraction reads 1."""
+    terrain = Terrain(_grid(levels=levels, cols=2), num_envs=400, device=torch.device("cpu"), max_initial_level=0)
+    terrain.curriculum = TerrainCurriculum(
+        torch.full((400, 3), 1e3), torch.ones(400, dtype=torch.int64), torch.zeros(400, 2), 4.0, 0.5
+    )
+    torch.manual_seed(0)
+    ids = torch.arange(400)
+    fractions = []
+    for episode in range(60):
+        moved = terrain.curriculum.new_levels(ids, torch.zeros(400, dtype=torch.bool), terrain.level, terrain.env_origin, levels)
+        terrain.set_row_levels(ids, moved)
+        if episode >= 20:
+            fractions.append(terrain.level_fraction.item())
+    assert np.mean(fractions) == pytest.approx(1.0, abs=0.03)
+    assert terrain.mean_level.item() <= levels - 1
+
+
 def test_rows_spread_over_columns_and_start_within_the_initial_levels() -> None:
     grid = _grid(levels=10, cols=3)
     torch.manual_seed(3)

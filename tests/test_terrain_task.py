@@ -130,7 +130,10 @@ def test_levels_are_learning_state_and_the_mean_level_is_logged(env) -> None:
     other.reset()  # rows start on their restored levels' origins
     expected = torch.as_tensor(other.terrain_grid.origins)[levels, other.terrain.column]
     assert torch.equal(other.terrain.env_origin, expected)
-    assert other.stats.summary()["terrain/mean_level"] == pytest.approx(3.5)
+    summary = other.stats.summary()
+    assert summary["terrain/mean_level"] == pytest.approx(3.5)
+    num_levels = other.terrain.num_levels
+    assert summary["terrain/level_fraction"] == pytest.approx(3.5 / (2 * (num_levels - 1) / 3))
     with pytest.raises(ValueError, match="terrain curriculum state has \\(3,\\) rows, this env 8"):
         other.load_learning_state({"terrain": {"level": torch.zeros(3, dtype=torch.int64)}})
 
@@ -147,6 +150,8 @@ def test_levels_are_learning_state_and_the_mean_level_is_logged(env) -> None:
             r"observations.critic.terms.height_scan.params: resolution: the spacing of the scan's rays must be > 0 m",
         ),
         ("terrain.num_levels=0", r"terrain.num_levels' must be an integer >= 1, got 0"),
+        ("terrain.curriculum.promote_ratio=1.5", r"terrain.curriculum.promote_ratio' must be in \(0, 1\]"),
+        ("terrain.curriculum.min_promote_distance=-1", r"terrain.curriculum.min_promote_distance' must be >= 0 m"),
     ],
 )
 def test_bad_terrain_input_names_the_key(override, match) -> None:

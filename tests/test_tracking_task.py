@@ -286,3 +286,91 @@ def test_real_clip_runs() -> None:
     for _ in range(5):
         result = env.step(torch.zeros(2, 29))
     assert torch.isfinite(result.obs["policy"]).all() and torch.isfinite(result.reward).all()
+
+
+def test_first_frame_share_splits_one_uniform_between_frame_zero_and_the_sampler() -> None:
+    env = make_env(
+        "g1_tracking",
+        num_envs=2,
+        compile=False,
+        overrides=QUIET + ["commands.motion.params.first_frame_share=0.25", "commands.motion.params.sampling=uniform"],
+    )
+    cmd = env.command_manager.get("motion")
+    u = torch.tensor([0.0, 0.1, 0.2499, 0.25, 0.5, 0.9999])
+    v = torch.tensor([0.3, 0.6, 0.9, 0.2, 0.5, 0.7])
+    clip, frame = cmd.place_start(u, v)
+    assert frame[:3].tolist() == [0, 0, 0] and clip.tolist() == [0] * 6
+    length = int(cmd.library.clip_length[0])
+    # The rest: u stretched from [0.25, 1) back over [0, 1), then the uniform sampler's frame u * length.
+    expected = [int((x - 0.25) / 0.75 * length) for x in (0.25, 0.5, 0.9999)]
+    assert frame[3:].tolist() == expected
+    # Over many resets a quarter start at frame 0 (plus the sampler's own 1 / length of the rest).
+    draws = torch.rand(2, 20_000, generator=torch.Generator().manual_seed(0))
+    share = float((cmd.place_start(draws[0], draws[1])[1] == 0).double().mean())
+    assert abs(share - (0.25 + 0.75 / length)) < 0.015  # binomial sd ~0.003
+    with pytest.raises(ValueError, match="first_frame_share must be a share of episodes in \\[0, 1\\], got 1.5"):
+        make_env("g1_tracking", num_envs=1, compile=False, overrides=QUIET + ["commands.motion.params.first_frame_share=1.5"])
+
+
+def test_threshold_curriculum_moves_by_step_per_ended_episode() -> None:
+    from unilab_gpu.tasks.tracking.terminations import ThresholdCurriculum
+
+    cur = ThresholdCurriculum("cpu", start_scale=2.0, tighten_below=0.3, loosen_above=0.7, step=0.01, ema_rate=0.5)
+    assert float(cur.scale) == 2.0 and float(cur.failure_rate) == 1.0
+    valid = torch.tensor([True, True, True, True, False])
+    none_failed = torch.zeros(5, dtype=torch.bool)
+    with no_host_sync():
+        cur.update(none_failed, valid)  # rate 1 -> 0.5: between the bounds, scale kept
+    assert float(cur.failure_rate) == pytest.approx(0.5) and float(cur.scale) == pytest.approx(2.0)
+    cur.update(none_failed, valid)  # rate 0.25 < 0.3: tighten by 4 episodes x 0.01
+    assert float(cur.failure_rate) == pytest.approx(0.25) and float(cur.scale) == pytest.approx(1.96)
+    cur.update(none_failed, torch.zeros(5, dtype=torch.bool))  # no episode ended: nothing moves
+    assert float(cur.failure_rate) == pytest.approx(0.25) and float(cur.scale) == pytest.approx(1.96)
+    for _ in range(100):
+        cur.update(none_failed, valid)
+    assert float(cur.scale) == 1.0  # clamped at the thresholds as written
+    all_failed = torch.ones(5, dtype=torch.bool)
+    cur.update(all_failed, valid), cur.update(all_failed, valid)  # rate 0.5 then 0.75 > 0.7: loosen
+    assert float(cur.failure_rate) == pytest.approx(0.75, abs=1e-6) and float(cur.scale) == pytest.approx(1.04)
+    with pytest.raises(ValueError, match="start_scale must be >= 1"):
+        ThresholdCurriculum("cpu", start_scale=0.5)
+    with pytest.raises(ValueError, match="tighten_below <= loosen_above"):
+        ThresholdCurriculum("cpu", tighten_below=0.8, loosen_above=0.2)
+
+
+def test_termination_curriculum_scales_every_threshold_and_resumes() -> None:
+    from unilab_gpu.tasks.tracking import terminations as T
+
+    curriculum = ["commands.motion.params.termination_curriculum={start_scale: 3.0}"]
+    env = make_env("g1_tracking", num_envs=4, compile=False, overrides=QUIET + curriculum)
+    env.reset()
+    for _ in range(3):
+        env.step(torch.rand(4, 29) * 2 - 1)
+    cmd = env.command_manager.get("motion")
+    cmd.update(env)
+    a = cmd.anchor_index
+    height_error = (cmd.body_pos_relative_w[:, a, 2] - cmd.robot_anchor_pos_w[:, 2]).abs().numpy()
+    threshold = float(np.median(height_error)) / 2.0  # some rows above it, some below, at scale 1
+    for scale in (1.0, 3.0):
+        cmd.termination_curriculum.scale.fill_(scale)
+        expected = height_error > threshold * scale
+        assert T.anchor_height_error_above(env, threshold).numpy().tolist() == expected.tolist()
+    assert "motion/termination_scale" in env.stats.summary()
+    cmd.termination_curriculum.scale.fill_(2.5)
+    state = cmd.state_dict()
+    fresh = make_env("g1_tracking", num_envs=4, compile=False, overrides=QUIET + curriculum)
+    fresh_cmd = fresh.command_manager.get("motion")
+    address = fresh_cmd.termination_curriculum.scale.data_ptr()
+    fresh_cmd.load_state_dict(state)
+    assert float(fresh_cmd.termination_curriculum.scale) == 2.5
+    assert fresh_cmd.termination_curriculum.scale.data_ptr() == address
+    fresh_cmd.load_state_dict({k: v for k, v in state.items() if k.startswith("sampler.")})  # an older checkpoint
+    assert float(fresh_cmd.termination_curriculum.scale) == 2.5
+
+
+def test_evaluation_uses_the_thresholds_as_written() -> None:
+    from unilab_gpu.evaluation.tracking import EVAL_OVERRIDES
+
+    curriculum = ["commands.motion.params.termination_curriculum={start_scale: 3.0}"]
+    env = make_env("g1_tracking", num_envs=1, compile=False, overrides=QUIET + curriculum + list(EVAL_OVERRIDES))
+    assert float(env.command_manager.get("motion").termination_curriculum.scale) == 1.0

@@ -578,6 +578,7 @@ class ManagerBasedRlEnv:
         named in ``terrain.curriculum.command`` (built by now)."""
         terrain = self.terrain
         self.stats.register("terrain/mean_level", terrain.mean_level)
+        self.stats.register("terrain/level_fraction", terrain.level_fraction)
         curriculum = cfg.curriculum
         if curriculum is None:
             return
@@ -596,7 +597,14 @@ class ManagerBasedRlEnv:
         size = cfg.sub_terrain_size
         promote = curriculum.promote_distance if curriculum.promote_distance is not None else min(size) / 2
         terrain.curriculum = TerrainCurriculum(
-            self.robot.root_pos_w, self.episode_length, command.commanded_displacement, promote, curriculum.demote_ratio
+            self.robot.root_pos_w,
+            self.episode_length,
+            command.commanded_displacement,
+            promote,
+            curriculum.demote_ratio,
+            demote_on_time_out=curriculum.demote_on_time_out,
+            promote_ratio=curriculum.promote_ratio,
+            min_promote_distance=curriculum.min_promote_distance,
         )
 
     def _reset_all_rows(self) -> None:

@@ -40,9 +40,11 @@ EVAL_OVERRIDES = (
     "commands.motion.params.velocity_range=null",
     "commands.motion.params.joint_position_range=null",
     "randomize_initial_episode_length=false",
+    "commands.motion.params.termination_curriculum=null",
 )
-"""Task overrides of a clean evaluation: no observation noise, no pushes, no reset noise or kicks
-(startup randomization, e.g. foot friction, stays: it makes trials from one frame differ)."""
+"""Task overrides of a clean evaluation: no observation noise, no pushes, no reset noise or kicks,
+the failure thresholds as written (no termination curriculum) (startup randomization, e.g. foot
+friction, stays: it makes trials from one frame differ)."""
 
 FULL_CLIP_OVERRIDES = (
     "commands.motion.params.at_clip_end=time_out",

@@ -78,6 +78,16 @@ class TerrainCurriculumCfg:
     sub-terrain's shorter side."""
     demote_ratio: float = 0.5
     """A row that failed, or walked less than this share of its commanded displacement, moves down."""
+    demote_on_time_out: bool = True
+    """False: only a failure (a fall) moves a row down; an episode that ran to its time-out keeps
+    its level however far it walked (it held its footing on that ground)."""
+    promote_ratio: float | None = None
+    """A row that walked at least this share of its commanded displacement moves up, when that is
+    nearer than ``promote_distance`` (which still caps it) and farther than
+    ``min_promote_distance``; None: ``promote_distance`` alone, as legged_gym and Isaac Lab."""
+    min_promote_distance: float = 1.0
+    """With ``promote_ratio``: no promotion for walking less than this (m), so a row asked to
+    stand still does not climb by drifting."""
 
 
 @dataclass
@@ -300,6 +310,14 @@ def check_terrain_cfg(cfg: TerrainCfg | Mapping[str, Any]) -> TerrainCfg:
             promote,
         )
         require(is_number(ratio) and 0 < ratio <= 1, "terrain.curriculum.demote_ratio", "in (0, 1]", ratio)
+        share, least = cfg.curriculum.promote_ratio, cfg.curriculum.min_promote_distance
+        require(
+            share is None or (is_number(share) and 0 < share <= 1),
+            "terrain.curriculum.promote_ratio",
+            "in (0, 1] (or null: promote_distance alone)",
+            share,
+        )
+        require(is_number(least) and least >= 0, "terrain.curriculum.min_promote_distance", ">= 0 m", least)
     require(
         isinstance(cfg.sub_terrains, Mapping), "terrain.sub_terrains", "a mapping name -> sub-terrain", cfg.sub_terrains
     )

@@ -39,6 +39,11 @@ class Terrain:
       origins: ``(num_levels, num_cols, 3)`` spawn points of the sub-terrains.
       level, column: ``(N,)`` int64. env_origin: ``(N, 3)``.
       mean_level: ``()`` float, the mean of ``level`` (a training statistic).
+      level_fraction: ``()`` float, ``mean_level`` over the mean level a policy that is promoted
+        at every episode would hold under the curriculum's re-leveling (past the top, a uniformly
+        random level): ``2 (L - 1) / 3`` of ``L`` levels, not ``L - 1``, since such a row climbs
+        from a random level back to the top and level ``k`` is visited ``(k + 1) / L`` times per
+        climb. 1 is the most a curriculum can show (1 on a one-level grid).
 
     Args:
       grid: the generated terrain (``terrain.generator.generate_terrain``).
@@ -60,6 +65,8 @@ class Terrain:
         self._column, self.column = rows_with_dummy(num_envs, dtype=torch.int64, device=device)
         self._origin, self.env_origin = rows_with_dummy(num_envs, 3, device=device)
         self.mean_level = torch.zeros((), device=device)
+        self.level_fraction = torch.zeros((), device=device)
+        self._sustainable_level = 2.0 * (self.num_levels - 1) / 3.0
         self.curriculum: TerrainCurriculum | None = None
         """Moves rows between levels at their resets; set by the env once the commands exist."""
         top = min(max(int(max_initial_level), 0), self.num_levels - 1)
@@ -113,7 +120,7 @@ class Terrain:
         ``level (K,)``, already within ``[0, num_levels)``."""
         self._level.index_copy_(0, env_ids, level)
         self._origin.index_copy_(0, env_ids, self.origins[level, self._column[env_ids]])
-        self.mean_level.copy_(self.level.float().mean())
+        self._refresh_mean_level()
 
     # ------------------------------------------------------------------------------------------
     # Cold path.
@@ -125,7 +132,14 @@ class Terrain:
 
     def _refresh_origins(self) -> None:
         self.env_origin.copy_(self.origins[self.level, self.column])
+        self._refresh_mean_level()
+
+    def _refresh_mean_level(self) -> None:
         self.mean_level.copy_(self.level.float().mean())
+        if self._sustainable_level > 0:
+            self.level_fraction.copy_(self.mean_level / self._sustainable_level)
+        else:
+            self.level_fraction.fill_(1.0)
 
 
 def ground_height(terrain: Terrain | None, xy: torch.Tensor) -> torch.Tensor:

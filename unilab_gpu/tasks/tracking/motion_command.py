@@ -18,6 +18,7 @@ from unilab_gpu.motion import (
     synthesize_clip,
 )
 from unilab_gpu.motion.motion_set import resolve_motion_set
+from unilab_gpu.tasks.tracking.terminations import ThresholdCurriculum
 from unilab_gpu.utils.ranges import clamp_to, low_and_span
 from unilab_gpu.utils.rotations import (
     quat_apply,
@@ -86,6 +87,13 @@ class MotionCommand:
       body_ids: MuJoCo ids of the tracked bodies (``body_names`` in the YAML).
       anchor_body: the tracked body whose pose anchors the relative targets (``torso_link``).
       sampling: ``adaptive``, ``uniform`` or ``start`` (every episode from frame 0 of a clip).
+      first_frame_share: share of episodes, in [0, 1], that start exactly at frame 0 of a clip
+        drawn by clip weight, beside ``sampling`` (which draws the others): a clip's opening, where
+        the robot stands still and every real performance begins, is one instant that adaptive
+        bins and spread starts rarely hit exactly.
+      termination_curriculum: keyword arguments of
+        :class:`~unilab_gpu.tasks.tracking.terminations.ThresholdCurriculum` (loose failure
+        thresholds at first, tightened as the clip is learned); ``None``: the thresholds as written.
       adaptive: keyword arguments of ``AdaptiveStartSampler`` (``bin_seconds``,
         ``uniform_ratio``, ``ema_rate``).
       at_clip_end: ``time_out`` (the ``motion_clip_end`` termination ends the episode) or
@@ -109,6 +117,8 @@ class MotionCommand:
         synthetic_seed: int = 0,
         sampling: str = "adaptive",
         adaptive: dict | None = None,
+        first_frame_share: float = 0.0,
+        termination_curriculum: dict | None = None,
         at_clip_end: str = "time_out",
         pose_range: list[list[float]] | None = None,
         velocity_range: list[list[float]] | None = None,
@@ -157,6 +167,14 @@ class MotionCommand:
             clip_weights=weights,
         )
         self.sampler = SAMPLERS[sampling](self.library, **(adaptive or {}) if sampling == "adaptive" else {})
+        if not 0.0 <= first_frame_share <= 1.0:
+            raise ValueError(f"{where}.first_frame_share must be a share of episodes in [0, 1], got {first_frame_share}")
+        self.first_frame_share = float(first_frame_share)
+        self._first_frames = ClipStartSampler(self.library)
+        self.termination_curriculum = ThresholdCurriculum(
+            device, **({"start_scale": 1.0} if termination_curriculum is None else termination_curriculum)
+        )
+        """Its ``scale`` (0-d) multiplies the failure thresholds of the tracking terminations."""
 
         zero6 = [[0.0, 0.0]] * 6
         self._pose_lo, self._pose_span = low_and_span(pose_range or zero6, 6, f"{where}.pose_range", device)
@@ -190,6 +208,9 @@ class MotionCommand:
         self._robot = env.robot
         self._sim_state = env.sim.state
         self._fixed_starts: tuple[torch.Tensor, torch.Tensor] | None = None  # see fix_starts()
+        if termination_curriculum is not None:
+            env.stats.register("motion/termination_scale", self.termination_curriculum.scale)
+            env.stats.register("motion/failure_rate_ema", self.termination_curriculum.failure_rate)
         if isinstance(self.sampler, AdaptiveStartSampler):
             env.stats.register("motion/sampling_entropy", self.sampler.entropy)
             env.stats.register("motion/sampling_top_bin", self.sampler.top_bin)
@@ -238,13 +259,21 @@ class MotionCommand:
         return self._sim_state.body_quat_w[:, self.anchor_body_id]
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        """The start sampler's learned state (adaptive sampling's failure rates), for resumes."""
+        """What the command has learned, for resumes: the start sampler's state (adaptive
+        sampling's failure rates) and the termination curriculum's scale."""
         has_state = hasattr(self.sampler, "state_dict")
-        return {f"sampler.{k}": v for k, v in self.sampler.state_dict().items()} if has_state else {}
+        state = {f"sampler.{k}": v for k, v in self.sampler.state_dict().items()} if has_state else {}
+        state.update({f"termination_curriculum.{k}": v for k, v in self.termination_curriculum.state_dict().items()})
+        return state
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`state_dict` in place (a state saved before the curriculum existed keeps its default)."""
+        sampler = {k.removeprefix("sampler."): v for k, v in state.items() if k.startswith("sampler.")}
         if hasattr(self.sampler, "load_state_dict"):
-            self.sampler.load_state_dict({k.removeprefix("sampler."): v for k, v in state.items()})
+            self.sampler.load_state_dict(sampler)
+        curriculum = {k.split(".", 1)[1]: v for k, v in state.items() if k.startswith("termination_curriculum.")}
+        if curriculum:
+            self.termination_curriculum.load_state_dict(curriculum)
 
     # ------------------------------------------------------------------------------------------
     # Hot path.
@@ -266,7 +295,7 @@ class MotionCommand:
         last = self.library.clip_length[self.clip] - 1
         if self.wrap:
             u = torch.rand(2, self.num_envs, device=self.device)
-            clip, frame = self.sampler.place(u[0], u[1])
+            clip, frame = self.place_start(u[0], u[1])
             self.clip.copy_(torch.where(self.at_end, clip, self.clip))
             self.frame.copy_(torch.where(self.at_end, frame, torch.minimum(self.frame + 1, last)))
         else:
@@ -294,14 +323,27 @@ class MotionCommand:
         rows = env_ids.shape[0]
         valid = env_ids < self.num_envs
         self.sampler.update(self._clip_storage[env_ids], self._frame_storage[env_ids], staging.episode_failed, valid)
+        self.termination_curriculum.update(staging.episode_failed, valid)
         u = torch.rand(2, rows, device=self.device)
-        clip, frame = self.sampler.place(u[0], u[1])
+        clip, frame = self.place_start(u[0], u[1])
         if self._fixed_starts is not None:
             clip, frame = self._fixed_starts[0][env_ids], self._fixed_starts[1][env_ids]
         self._clip_storage.index_copy_(0, env_ids, clip)
         self._frame_storage.index_copy_(0, env_ids, frame)
         ref = self._load_reference(clip, frame, env_ids)
         self._stage_state(ref, rows, staging)
+
+    def place_start(self, u: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Episode starts (clip, frame), int64 ``(N,)`` each, from uniform numbers ``u``, ``v`` in
+        [0, 1) ``(N,)``: ``u < first_frame_share`` picks frame 0 of a clip drawn by weight (from
+        ``u / share``), the rest go to the sampler (with ``u`` stretched back over [0, 1)), so one
+        number decides both and the sampler's distribution is unchanged."""
+        share = self.first_frame_share
+        first = u < share
+        clip0, frame0 = self._first_frames.place(u / max(share, 1e-12), v)
+        rest = ((u - share) / max(1.0 - share, 1e-12)).clamp(0.0, 1.0 - 1e-7)
+        clip, frame = self.sampler.place(rest, v)
+        return torch.where(first, clip0, clip), torch.where(first, frame0, frame)
 
     def fix_starts(self, clip: torch.Tensor, frame: torch.Tensor) -> None:
         """From the next reset on, row ``i`` starts every episode at ``frame[i]`` of ``clip[i]``
