@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from unilab_gpu.managers.row_buffers import rows_with_dummy, valid_row_mean
@@ -17,6 +18,7 @@ from unilab_gpu.motion import (
     load_motion,
     synthesize_clip,
 )
+from unilab_gpu.motion.blend import blend_in_from_keyframe
 from unilab_gpu.motion.motion_set import resolve_motion_set
 from unilab_gpu.tasks.tracking.terminations import ThresholdCurriculum
 from unilab_gpu.utils.ranges import clamp_to, low_and_span
@@ -33,6 +35,14 @@ from unilab_gpu.utils.rotations import (
 if TYPE_CHECKING:
     from unilab_gpu.managers.env_view import EnvView
     from unilab_gpu.managers.reset_staging import ResetStaging
+
+def _keyframe_qpos(model, name: str | None, key: str) -> np.ndarray:
+    """``qpos (nq,)`` of the model's keyframe ``name``, or a one-line error naming ``key``."""
+    names = [model.key(k).name for k in range(model.nkey)]
+    if name not in names:
+        raise ValueError(f"{key}: the model has no keyframe {name!r}; its keyframes: {names}")
+    return model.key(name).qpos.copy()
+
 
 SAMPLERS = {"adaptive": AdaptiveStartSampler, "uniform": UniformStartSampler, "start": ClipStartSampler}
 CLIP_END_MODES = ("time_out", "wrap")
@@ -91,6 +101,11 @@ class MotionCommand:
         drawn by clip weight, beside ``sampling`` (which draws the others): a clip's opening, where
         the robot stands still and every real performance begins, is one instant that adaptive
         bins and spread starts rarely hit exactly.
+      blend_in_seconds: > 0: every clip begins with this long a transition from the robot's
+        standing keyframe ``blend_in_keyframe`` into its first frame
+        (:func:`~unilab_gpu.motion.blend.blend_in_from_keyframe`), so frame 0 is the robot
+        standing and the clip proper starts ``blend_in_seconds`` later; 0: the clips as loaded.
+      blend_in_keyframe: the model keyframe the blend starts from (the robot config's).
       termination_curriculum: keyword arguments of
         :class:`~unilab_gpu.tasks.tracking.terminations.ThresholdCurriculum` (loose failure
         thresholds at first, tightened as the clip is learned); ``None``: the thresholds as written.
@@ -118,6 +133,8 @@ class MotionCommand:
         sampling: str = "adaptive",
         adaptive: dict | None = None,
         first_frame_share: float = 0.0,
+        blend_in_seconds: float = 0.0,
+        blend_in_keyframe: str | None = None,
         termination_curriculum: dict | None = None,
         at_clip_end: str = "time_out",
         pose_range: list[list[float]] | None = None,
@@ -158,6 +175,9 @@ class MotionCommand:
                 raise ValueError("commands.motion.params.motion_weights needs motion_files (one weight per entry)")
             clips = [synthesize_clip(synthetic_seconds, synthetic_seed, fps=fps, kinematics=kinematics)]
             names, weights = ["synthetic"], None
+        if blend_in_seconds:
+            standing = _keyframe_qpos(env.sim.mj_model, blend_in_keyframe, f"{where}.blend_in_keyframe")
+            clips = [blend_in_from_keyframe(c, kinematics, standing, blend_in_seconds) for c in clips]
         self.library = MotionLibrary(
             clips,
             joint_names=env.robot.joint_names,
