@@ -42,7 +42,7 @@ REPLAY_TOLERANCE = 1e-5
 """Largest |replay - eager| accepted in deterministic mode (same kernels, same order: 0 expected)."""
 
 KEY_TASK = "g1_tracking"
-"""The task of the CUDA checks (capture, replay, throughput, physics alone, solver A/B)."""
+"""The default task of the CUDA checks (capture, replay, throughput, physics alone, solver A/B)."""
 
 CUDA_CHECKS = (
     "physics only",
@@ -272,15 +272,17 @@ def check_throughput(env) -> Check:
     return Check("throughput and phases", "info", detail, row)
 
 
-def check_solver_ab(num_envs: int, device: torch.device) -> Check:
+def check_solver_ab(task: str, num_envs: int, device: torch.device) -> Check:
     """MJWarp's early-exit solver (conditional nodes, Warp's own capture) against the
-    fixed-iteration solver our single-graph capture uses: physics only, same worlds and seed.
+    fixed-iteration solver our single-graph capture uses: the physics of ``task``'s step on a
+    batch that walks with random actions and resets rows every step, same worlds and seed.
     Above a 5 % saving of physics time, splitting our capture around the physics is worth it."""
-    result = solver_early_exit_ab("g1", num_envs, device)
+    result = solver_early_exit_ab(task, num_envs, device)
     if result["skipped"]:
         return Check("solver early exit A/B", "skip", f"not checked: {result['skipped']}", result)
     detail = (
-        f"g1 x {num_envs}, {result['substeps']} substeps: early exit {result['early_exit_ms']:.3f} ms "
+        f"{task} x {num_envs}, {result['substeps']} substeps, random actions, {result['resets_per_step']} forced "
+        f"resets per step: early exit {result['early_exit_ms']:.3f} ms "
         f"({result['early_exit_mean_iterations']:.1f} iterations on average) vs fixed {result['fixed_ms']:.3f} ms "
         f"(up to {result['max_iterations']}): saves {100 * result['saving']:.1f} % of physics; "
         + ("split the capture around physics" if result["split_capture"] else "keep one graph")
@@ -367,7 +369,7 @@ def run_checks(
       compile: ``torch.compile`` the env's terms in the capture and replay checks.
       done: called with each check as soon as it is finished (the report rewrites itself).
       starting: called with each check's name before it starts (a cut run names the one it was in).
-      capture_task: the task of the physics, capture, replay and throughput checks (default
+      capture_task: the task of the physics, capture, replay, throughput and solver A/B checks (default
         ``g1_tracking``; e.g. ``go2_velocity_rough`` to check a terrain inside the captured step).
     """
     checks: list[Check] = []
@@ -418,7 +420,7 @@ def _run_cuda_checks(
     if (reason := capture_unsupported_reason(device)) is not None:
         for name in (capture, replay, no_sync, throughput):
             record(Check(name, "fail", reason))
-        run(solver, lambda: check_solver_ab(num_envs, device))
+        run(solver, lambda: check_solver_ab(task, num_envs, device))
         return
     captured: list[Any] = []
 
@@ -438,7 +440,7 @@ def _run_cuda_checks(
     else:
         record(Check(no_sync, "skip", "not checked: the step did not capture"))
         record(Check(throughput, "skip", "not checked: the step did not capture"))
-    run(solver, lambda: check_solver_ab(num_envs, device))
+    run(solver, lambda: check_solver_ab(task, num_envs, device))
 
 
 def _small_env(task: str, device: torch.device):
