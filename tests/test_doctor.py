@@ -150,6 +150,21 @@ def test_replay_equals_eager_needs_resets_inside_the_compared_steps() -> None:
     assert worse.status == "fail" and worse.data["max_abs_diff"]["reward"] == pytest.approx(1e-3, rel=1e-3)
 
 
+def test_a_relative_tolerance_scales_with_the_eager_value() -> None:
+    # compiled == eager: |compiled - eager| <= 1e-4 + 1e-4 |eager|. The reward at [5, 2] is 17:
+    # 1.5e-3 off is within 1e-4 + 1.7e-3; the same offset on the reward 1 at [0, 1] is not.
+    eager = _rollout([2, 4])
+    near = _rollout([2, 4])
+    near["reward"][5, 2] += 1.5e-3
+    check = compare_rollouts(eager, near, name="compiled equals eager: x", tolerance=1e-4, rtol=1e-4)
+    assert check.status == "pass" and check.name == "compiled equals eager: x"
+    assert check.detail.startswith("max |compiled - eager| over 6 steps")
+    far = _rollout([2, 4])
+    far["reward"][0, 1] += 1.5e-3
+    assert compare_rollouts(eager, far, tolerance=1e-4, rtol=1e-4).status == "fail"
+    assert compare_rollouts(eager, near).status == "fail"  # the replay check stays absolute, 1e-5
+
+
 def test_split_capture_verdict_follows_the_five_percent_bar() -> None:
     assert SPLIT_THRESHOLD == 0.05
     saving, split = split_capture_worth_it(9.0, 10.0)

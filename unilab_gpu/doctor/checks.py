@@ -159,7 +159,9 @@ def check_capture(task: str, num_envs: int, device: torch.device, compile: bool)
     return Check("whole step captures", status, detail, {"capture_ids": [begin, end]}), env
 
 
-def _rollout(env, actions: torch.Tensor) -> dict[str, torch.Tensor]:
+def rollout(env, actions: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per step of ``actions`` ``(steps, num_envs, action_dim)``: ``reward``, ``ended`` (terminated or
+    truncated) and the policy observation summed per row, each stacked ``(steps, num_envs)``."""
     rewards, ends, obs = [], [], []
     for a in actions:
         result = env.step(a)
@@ -169,24 +171,33 @@ def _rollout(env, actions: torch.Tensor) -> dict[str, torch.Tensor]:
     return {"reward": torch.stack(rewards), "ended": torch.stack(ends).float(), "obs": torch.stack(obs)}
 
 
-def compare_rollouts(eager: dict[str, torch.Tensor], replayed: dict[str, torch.Tensor]) -> Check:
-    """The replay-equals-eager verdict on two rollouts of ``(steps, num_envs)`` tensors.
+def compare_rollouts(
+    eager: dict[str, torch.Tensor],
+    replayed: dict[str, torch.Tensor],
+    name: str = "replay equals eager (deterministic)",
+    tolerance: float = REPLAY_TOLERANCE,
+    rtol: float = 0.0,
+) -> Check:
+    """The verdict ``name`` on two rollouts of ``(steps, num_envs)`` tensors (``eager`` the reference).
 
-    Passes only if every output agrees within :data:`REPLAY_TOLERANCE` **and** episodes ended
-    inside the compared steps: a comparison without resets would not test the reset path, the part
-    of the captured step most likely to differ (compaction, staging, row writes, kinematics refresh).
+    Passes only if every output agrees within ``tolerance + rtol * |eager|`` **and** episodes
+    ended inside the compared steps: a comparison without resets would not test the reset path, the
+    part of the step most likely to differ (compaction, staging, row writes, kinematics refresh).
+    ``max_abs_diff`` reports the largest plain difference of each output.
     """
     worst = {k: float((replayed[k] - eager[k]).abs().max()) for k in eager}
+    excess = {k: float(((replayed[k] - eager[k]).abs() - rtol * eager[k].abs()).max()) for k in eager}
     steps_with_resets = int((eager["ended"].sum(dim=1) > 0).sum())
     ended = int(eager["ended"].sum())
-    equal = all(v <= REPLAY_TOLERANCE for v in worst.values())
+    equal = all(v <= tolerance for v in excess.values())
     steps = eager["ended"].shape[0]
-    detail = f"max |replay - eager| over {steps} steps, {steps_with_resets} with resets ({ended} episode ends): "
-    detail += ", ".join(f"{k} {v:.2g}" for k, v in worst.items())
+    detail = f"max |{name.split(' equals ')[0]} - eager| over {steps} steps, {steps_with_resets} with resets "
+    detail += f"({ended} episode ends): " + ", ".join(f"{k} {v:.2g}" for k, v in worst.items())
     if not steps_with_resets:
         detail += "; FAILED: no step of the comparison reset a row"
     data = {"max_abs_diff": worst, "steps": steps, "steps_with_resets": steps_with_resets, "episode_ends": ended}
-    return Check("replay equals eager (deterministic)", "pass" if equal and steps_with_resets else "fail", detail, data)
+    data.update(tolerance=tolerance, rtol=rtol)
+    return Check(name, "pass" if equal and steps_with_resets else "fail", detail, data)
 
 
 def check_replay_equals_eager(task: str, num_envs: int, device: torch.device, compile: bool) -> Check:
@@ -209,7 +220,7 @@ def check_replay_equals_eager(task: str, num_envs: int, device: torch.device, co
         env.reset()
         if actions is None:  # its own generator: drawing it moves none of the env's random numbers
             actions = 0.3 * torch.randn(REPLAY_STEPS, num_envs, env.action_dim, device=device, generator=generator)
-        runs.append(_rollout(env, actions))
+        runs.append(rollout(env, actions))
         del env
     return compare_rollouts(*runs)
 
