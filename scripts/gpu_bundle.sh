@@ -58,6 +58,8 @@ for arg in "$@"; do
     *) DIR=$arg ;;
   esac
 done
+"$PY" -c 'import sys' 2>/dev/null ||
+  fail "PYTHON '$PY' does not run as a Python interpreter; set PYTHON to the project's (default python3)"
 if [ -e "$DIR" ] && [ ! -f "$DIR/bundle/install.sh" ] && [ ! -d "$DIR/cache" ] && [ -n "$(ls -A "$DIR")" ]; then
   fail "DIR '$DIR' exists and is not a bundle (no bundle/install.sh): choose another directory"
 fi

@@ -12,8 +12,11 @@
 # Everything is installed into a new folder beside TARGET and moved into place at the end, so a
 # failed install leaves TARGET as it was. TARGET must be new, empty or a previous install of a
 # bundle of this project (its .unilab-bundle file): anything else is refused, never overwritten
-# (pip --target --upgrade would replace whole folders named like a bundled package). A TARGET that
-# already holds this very bundle is left as it is. Prints what it installed, and
+# (pip --target --upgrade would replace whole folders named like a bundled package). A previous
+# install is replaced only if it holds nothing but its own files (.unilab-bundle-files lists them;
+# Python's __pycache__ folders aside): a file a user added there is never deleted, the install is
+# refused naming it. A TARGET that already holds this very bundle is left as it is. Prints what it
+# installed, and
 # the shared library the unpacked warp.so loads from the machine (DIR/nvrtc.txt: NVRTC, which
 # scripts/gpu_check.sh finds and puts on LD_LIBRARY_PATH).
 set -euo pipefail
@@ -48,6 +51,17 @@ if [ -d "$TARGET" ] && [ ! -f "$TARGET/.unilab-bundle" ] && [ -n "$(ls -A "$TARG
   fail "TARGET '$TARGET' is not empty and holds no install of this project's bundle (no .unilab-bundle):" \
     "choose a new or empty folder; nothing was installed"
 fi
+if [ -f "$TARGET/.unilab-bundle" ] && [ "$(cat "$TARGET/.unilab-bundle")" != "$stamp" ]; then
+  # Replacing a previous install deletes it: only if it holds nothing but what it installed.
+  [ -f "$TARGET/.unilab-bundle-files" ] ||
+    fail "TARGET '$TARGET' holds an install by an older install.sh, which kept no list of its files, so" \
+      "files added there cannot be told apart: remove it or choose a new folder; nothing was installed"
+  added=$(cd "$TARGET" && find . -name __pycache__ -prune -o \( -type f -o -type l \) -print | sed 's|^\./||' |
+    { grep -vxF -e .unilab-bundle -e .unilab-bundle-files -f .unilab-bundle-files || true; } | sort | head -5 | tr '\n' ' ')
+  [ -z "$added" ] ||
+    fail "TARGET '$TARGET' holds files its previous install did not write (${added% }): move them out or" \
+      "choose a new folder; nothing was installed"
+fi
 if [ "$(cat "$TARGET/.unilab-bundle" 2>/dev/null)" != "$stamp" ]; then
   parent=$(dirname "$TARGET")
   mkdir -p "$parent"
@@ -77,6 +91,7 @@ for line in open(os.path.join(bundle, "unpack.txt")):
         sys.exit(f"{source}: sha256 of the unpacked file is {digest.hexdigest()}, expected {sha256}")
     os.replace(partial, dest)
 PY
+  (cd "$staging" && find . \( -type f -o -type l \) -print | sed 's|^\./||' | sort) > "$staging/.unilab-bundle-files"
   echo "$stamp" > "$staging/.unilab-bundle"
   # Into place: an empty TARGET or a previous install of a bundle (checked above) is replaced.
   if [ -d "$TARGET" ]; then

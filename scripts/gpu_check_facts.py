@@ -1,7 +1,8 @@
 """The facts scripts/gpu_check.sh records: block 0's environment, and the key facts so far.
 
-    python scripts/gpu_check_facts.py environment [LINKS]  # JSON on stdout; exit 1 unless CUDA is usable
-    python scripts/gpu_check_facts.py summary OUT          # the key facts so far, JSON on stdout
+    python scripts/gpu_check_facts.py environment [LINKS [SECONDS]]  # JSON on stdout; exit 1 unless CUDA is usable
+    python scripts/gpu_check_facts.py summary WORK         # the key facts so far, JSON on stdout
+    python scripts/gpu_check_facts.py brief GPU_CHECK_JSON # the key facts as one line each
     python scripts/gpu_check_facts.py library SONAME       # the folder holding SONAME on this machine
     python scripts/gpu_check_facts.py triton-kernel        # build and launch one Triton kernel (exit 0 if it ran)
 
@@ -16,19 +17,25 @@ for ``libcuda.so.1``, or from ``$TRITON_LIBCUDA_PATH``. When the first try fails
 ``LINKS`` (default ``/tmp/unilab_libcuda``) gets ``libcuda.so`` and ``libcuda.so.1`` links to the
 driver library this process loaded, and the kernel is tried again with ``TRITON_LIBCUDA_PATH`` set
 to it; if that works, ``triton_libcuda_path`` names it (gpu_check.sh exports it for every later
-block). One line says which (``triton``). The same in words goes to stderr.
+block). Both tries together get what is left of ``SECONDS`` (block 0's budget, default 60) less
+5 s: a probe that runs out of it is reported as a timeout of the probe (``triton_timed_out``,
+Triton off below), not as unusable CUDA. One line says which (``triton``). The same in words
+goes to stderr.
 
-``summary`` prints, as JSON, the key facts of what the blocks wrote so far (``environment.json``,
-``warm.json``, ``doctor.json``, ``bench_gpu_capture.json``, ``gpu_tests.xml``,
-``bench_gpu_compiled.json``, ``train_check.json``, ``summary.txt``): CUDA usable, Triton, physics
-alone, capture works (and its capture ids), replay == eager over steps with resets, no sync in
-replay, env-steps/s of the captured step against physics alone (the doctor's size and every bench
-size), the solver A/B, the GPU tests' counts, the compiled step, the training run, and every
+``summary`` prints, as JSON, the key facts of what the blocks wrote so far into gpu_check.sh's
+working folder WORK (``environment.json``, ``warm.json``, ``doctor.json``,
+``bench_gpu_capture.json``, ``gpu_tests.xml``, ``compiled_eager.json``, ``train_check.json``,
+``summary.txt``): CUDA usable, Triton, physics alone, capture works (and its capture ids), replay
+== eager over steps with resets, no sync in replay, env-steps/s of the captured step against
+physics alone (the doctor's size and every bench size), the solver A/B, the GPU tests' counts,
+compiled == eager per task, the training run (throughput, compiled or not, how its updates ran:
+``train_update_mode``), and every
 block's exit status and seconds; a missing or partial file leaves its facts ``null`` (a cut
 doctor's report says which check it was in: ``doctor_interrupted``); block 9's rough-terrain
 doctor and bench under ``rough``, block 10's rough-terrain learning under ``rough_learning``.
 gpu_check.sh runs it after every block and renames its output over ``OUT/gpu_check.json`` (as it
 does with ``environment.json``): the standard library only, so it costs a fraction of a second.
+``brief`` prints those facts one per line, for the check's stdout.
 
 ``library`` finds a shared library the bundle's files load from the machine (its ``nvrtc.txt``;
 the bundle's self-built ``warp.so`` needs NVRTC, ``libnvrtc.so.13``), before any CUDA work:
@@ -46,6 +53,7 @@ import os
 import shutil
 import sys
 import sysconfig
+import time
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +91,14 @@ def loaded_library(prefix: str) -> str | None:
     return next((path for path in sorted(paths) if os.path.basename(path).startswith(prefix)), None)
 
 
-def environment(links: Path = Path("/tmp/unilab_libcuda")) -> tuple[dict[str, Any], int]:
-    """The facts of block 0 and the exit status (1: CUDA unusable); the words go to stderr."""
+def environment(links: Path = Path("/tmp/unilab_libcuda"), seconds: float = 60.0) -> tuple[dict[str, Any], int]:
+    """The facts of block 0 and the exit status (1: CUDA unusable); the words go to stderr.
+
+    ``seconds``: block 0's budget. The Triton probe gets what is left of it, less
+    :data:`PROBE_MARGIN`, so that a probe that hangs is reported as a timeout of the probe (Triton
+    off below) instead of running the whole block past its budget.
+    """
+    started = time.monotonic()
     import torch
 
     facts: dict[str, Any] = {"cuda_usable": False, "torch": torch.__version__, "torch_cuda": torch.version.cuda}
@@ -110,7 +124,8 @@ def environment(links: Path = Path("/tmp/unilab_libcuda")) -> tuple[dict[str, An
         mujoco_warp=mujoco_warp.__version__,
         nvrtc=loaded_library("libnvrtc.so"),  # Warp compiles its CUDA kernels with NVRTC
     )
-    facts.update(triton_facts(links, loaded_library("libcuda.so")))
+    probe_seconds = seconds - (time.monotonic() - started) - PROBE_MARGIN
+    facts.update(triton_facts(links, loaded_library("libcuda.so"), seconds=probe_seconds))
     say(f"torch {torch.__version__} (CUDA {torch.version.cuda}), {facts['devices']} x {facts['device_name']}")
     say(f"warp {wp.__version__} (driver {facts['cuda_driver']}) from {wp.__file__}")
     say(f"mujoco {mujoco.__version__}, mujoco_warp {mujoco_warp.__version__}")
@@ -119,21 +134,42 @@ def environment(links: Path = Path("/tmp/unilab_libcuda")) -> tuple[dict[str, An
     return facts, 0
 
 
-def triton_facts(links: Path, libcuda: str | None, run=None) -> dict[str, Any]:
+PROBE_MARGIN = 5.0
+"""Seconds of block 0's budget kept back from the Triton probe (the facts' printing, the exit)."""
+
+
+def triton_facts(links: Path, libcuda: str | None, run=None, seconds: float = 60.0) -> dict[str, Any]:
     """Whether Triton builds and launches a kernel here, and with which ``TRITON_LIBCUDA_PATH``.
 
     ``libcuda``: the driver library this process loaded (``libcuda.so.1``), linked into ``links``
-    for the second try. ``run(env)``: runs the kernel in a fresh process, returns ``(ok, last
-    error line)`` (default :func:`run_triton_kernel`; a test passes its own).
+    for the second try. ``run(env, timeout)``: runs the kernel in a fresh process, returns ``(ok,
+    last error line, timed out)`` (default :func:`run_triton_kernel`; a test passes its own).
+    ``seconds``: both tries together; a try that runs out of it is reported as a timeout of the
+    probe (``triton_timed_out``), not retried, and Triton counts as unusable below.
     """
     run = run or run_triton_kernel
+    deadline = time.monotonic() + seconds
     missing = triton_build_missing()
     facts: dict[str, Any] = {"torch_compile": False, "torch_compile_missing": missing, "triton_libcuda_path": None}
+    facts["triton_timed_out"] = False
     if missing:
         facts["triton"] = "Triton: cannot build its driver, missing " + ", ".join(missing) + ": compile=false below"
         return facts
+
+    def timed_out(after: str) -> dict[str, Any]:
+        facts["triton_timed_out"] = True
+        facts["triton"] = (
+            f"Triton: the kernel probe timed out {after} (block 0's budget leaves it {seconds:.0f} s): compile=false "
+            "below; CUDA itself is usable"
+        )
+        return facts
+
+    if seconds < 1:
+        return timed_out("before it started")
     preset = os.environ.get("TRITON_LIBCUDA_PATH")
-    ok, error = run(dict(os.environ))
+    ok, error, late = run(dict(os.environ), seconds)
+    if late:
+        return timed_out(f"({error})")
     if ok:
         facts.update(torch_compile=True, triton_libcuda_path=preset)
         facts["triton"] = "Triton: built and launched a kernel" + (f" (TRITON_LIBCUDA_PATH={preset})" if preset else "")
@@ -147,7 +183,12 @@ def triton_facts(links: Path, libcuda: str | None, run=None) -> dict[str, Any]:
         if link.is_symlink() or link.exists():
             link.unlink()
         link.symlink_to(libcuda)
-    ok, second = run({**os.environ, "TRITON_LIBCUDA_PATH": str(links)})
+    left = deadline - time.monotonic()
+    if left < 1:
+        return timed_out(f"before its second try (the first: {error})")
+    ok, second, late = run({**os.environ, "TRITON_LIBCUDA_PATH": str(links)}, left)
+    if late:
+        return timed_out(f"in its second try, with TRITON_LIBCUDA_PATH={links} (the first: {error})")
     if ok:
         facts.update(torch_compile=True, triton_libcuda_path=str(links))
         facts["triton"] = (
@@ -159,8 +200,9 @@ def triton_facts(links: Path, libcuda: str | None, run=None) -> dict[str, Any]:
     return facts
 
 
-def run_triton_kernel(env: dict[str, str]) -> tuple[bool, str]:
-    """``triton-kernel`` in a fresh process with ``env``: whether it ran, and its last error line."""
+def run_triton_kernel(env: dict[str, str], timeout: float) -> tuple[bool, str, bool]:
+    """``triton-kernel`` in a fresh process with ``env``: whether it ran, its last error line, and
+    whether it was stopped at ``timeout`` seconds."""
     import subprocess
 
     try:
@@ -169,12 +211,12 @@ def run_triton_kernel(env: dict[str, str]) -> tuple[bool, str]:
             env=env,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
-        return False, "no answer in 120 s"
+        return False, f"no answer in {timeout:.0f} s", True
     lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
-    return done.returncode == 0, (lines[-1] if lines else f"exit {done.returncode}")[:300]
+    return done.returncode == 0, (lines[-1] if lines else f"exit {done.returncode}")[:300], False
 
 
 def triton_kernel() -> int:
@@ -287,28 +329,40 @@ def rough_learning_facts(curve: Any, walk: Any) -> dict[str, Any]:
     }
 
 
-def summary(out: Path) -> dict[str, Any]:
-    env = _read(out / "environment.json")
-    train, warm = _read(out / "train_check.json"), _read(out / "warm.json")
-    summary_txt = out / "summary.txt"
+def compiled_eager_facts(report: Any) -> dict[str, bool | None] | None:
+    """Per task of ``compiled_eager.json``: whether the compiled step equalled the eager one
+    (``None`` for a task whose comparison did not finish); ``None`` without the file."""
+    if report is None:
+        return None
+    results = {c["data"].get("task", c["name"].split(": ")[-1]): c["status"] == "pass" for c in report["checks"]}
+    return results | {task: None for task in report.get("tasks", []) if task not in results}
+
+
+def summary(work: Path) -> dict[str, Any]:
+    """The key facts of the blocks' files in ``work`` (gpu_check.sh's working folder)."""
+    env = _read(work / "environment.json")
+    train, warm = _read(work / "train_check.json"), _read(work / "warm.json")
+    summary_txt = work / "summary.txt"
     facts = {
         "cuda_usable": None if env is None else env["cuda_usable"],
         "triton": None if env is None else env.get("triton"),
-        **doctor_facts(_read(out / "doctor.json")),
-        "bench_capture": bench_rows(_read(out / "bench_gpu_capture.json")),
-        "bench_compiled": bench_rows(_read(out / "bench_gpu_compiled.json")),
-        "gpu_tests": junit_counts(out / "gpu_tests.xml"),
+        **doctor_facts(_read(work / "doctor.json")),
+        "bench_capture": bench_rows(_read(work / "bench_gpu_capture.json")),
+        "gpu_tests": junit_counts(work / "gpu_tests.xml"),
+        "compiled_equals_eager": compiled_eager_facts(_read(work / "compiled_eager.json")),
         "train_env_steps_per_s": None if train is None else train.get("env_steps_per_s"),
+        "train_compile": None if train is None else train.get("compile"),
+        "train_update_mode": None if train is None else train.get("update_mode"),
         "train_failures": None if train is None else train.get("failures"),
         "warm_modules": None if warm is None else warm.get("modules"),
         "blocks": blocks(summary_txt.read_text()) if summary_txt.is_file() else [],
         "environment": env,
     }
-    rough = _read(out / "doctor_rough.json")
-    if rough is not None or (out / "bench_gpu_rough.json").is_file():  # block 9 (ROUGH=1) ran
-        facts["rough"] = {**doctor_facts(rough), "bench": bench_rows(_read(out / "bench_gpu_rough.json"))}
-    curve = _read(out / "go2_velocity_rough_sac_gpu.json")
-    walk = _read(out / "go2_velocity_rough_gpu_terrain_eval.json")
+    rough = _read(work / "doctor_rough.json")
+    if rough is not None or (work / "bench_gpu_rough.json").is_file():  # block 9 (ROUGH=1) ran
+        facts["rough"] = {**doctor_facts(rough), "bench": bench_rows(_read(work / "bench_gpu_rough.json"))}
+    curve = _read(work / "go2_velocity_rough_sac_gpu.json")
+    walk = _read(work / "go2_velocity_rough_gpu_terrain_eval.json")
     if curve is not None or walk is not None:  # block 10 (ROUGH_LEARNING=1) ran
         facts["rough_learning"] = rough_learning_facts(curve, walk)
     bundle = next((b for b in facts["blocks"] if b["block"] == "bundle"), {})
@@ -317,16 +371,31 @@ def summary(out: Path) -> dict[str, Any]:
     return facts
 
 
+def brief(facts: dict[str, Any]) -> list[str]:
+    """The key facts as ``gpu_check: KEY = VALUE`` lines for stdout (the device call's output comes
+    back even where its files do not): every fact but ``blocks`` (summary.txt's lines, printed
+    beside) and ``environment`` (of which the versions and the device)."""
+    env = facts.get("environment") or {}
+    versions = ("device_name", "torch", "warp", "mujoco_warp", "cuda_driver")
+    lines = [f"gpu_check: environment = {json.dumps({k: env.get(k) for k in versions})}"] if env else []
+    skip = ("blocks", "environment")
+    return lines + [f"gpu_check: {key} = {json.dumps(value)}" for key, value in facts.items() if key not in skip]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["environment"] and len(args) <= 2:
-        facts, status = environment(*(Path(a) for a in args[1:]))
+    if args[:1] == ["environment"] and len(args) <= 3:
+        links = Path(args[1]) if len(args) > 1 else Path("/tmp/unilab_libcuda")
+        facts, status = environment(links, *(float(a) for a in args[2:]))
         print(json.dumps(facts, indent=2))
         return status
     if args == ["triton-kernel"]:
         return triton_kernel()
     if len(args) == 2 and args[0] == "summary":
         print(json.dumps(summary(Path(args[1])), indent=2))
+        return 0
+    if len(args) == 2 and args[0] == "brief":
+        print("\n".join(brief(json.loads(Path(args[1]).read_text()))))
         return 0
     if len(args) == 2 and args[0] == "library":
         folder = find_library(args[1])
@@ -339,7 +408,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(folder)
         return 0
-    say("usage: gpu_check_facts.py environment [LINKS] | summary OUT | library SONAME | triton-kernel")
+    say(
+        "usage: gpu_check_facts.py environment [LINKS [SECONDS]] | summary WORK | brief GPU_CHECK_JSON | "
+        "library SONAME | triton-kernel"
+    )
     return 2
 
 

@@ -14,7 +14,12 @@ every measurement, as the real programs do. ``GPU_CHECK_STUB`` says how each blo
   writes its report of the tests so far, the doctor names the check it was in), exit 130;
 - ``stubborn@K``: K measurements, then waits and ignores ``SIGINT`` (a program stuck in CUDA):
   only the ``SIGKILL`` after the grace period ends it;
-- ``no_cuda`` / ``no_triton`` (``environment``): CUDA unusable (exit 1) / Triton cannot build.
+- ``no_cuda`` / ``no_triton`` / ``triton_timeout`` (``environment``): CUDA unusable (exit 1) /
+  Triton cannot build / the Triton probe ran out of block 0's budget (CUDA usable, exit 0);
+  ``hang`` (``environment``): never answers (a start that hangs).
+
+Besides ``--out``, a command's ``--keep-run DIR`` gets a run folder (``config.yaml``,
+``checkpoint.pt``) and ``--plot X`` a file, as the learning-curve blocks leave them.
 """
 
 from __future__ import annotations
@@ -85,9 +90,13 @@ class Stub:
         self.done: list[Any] = []
 
     def steps(self) -> int:
-        return {"warm": 4, "doctor": len(DOCTOR_CHECKS), "gpu_tests": len(TESTS), "train": 4}.get(
-            self.block, len(sizes(self.command)) if "bench" in " ".join(self.command) else 3
-        )
+        fixed = {"warm": 4, "doctor": len(DOCTOR_CHECKS), "gpu_tests": len(TESTS), "train": 4}
+        fixed["compiled_eager"] = len(self.tasks())
+        return fixed.get(self.block, len(sizes(self.command)) if "bench" in " ".join(self.command) else 3)
+
+    def tasks(self) -> list[str]:
+        words = self.command[self.command.index("--tasks") + 1 :] if "--tasks" in self.command else []
+        return words[: next((i for i, w in enumerate(words) if w.startswith("--")), len(words))]
 
     def measure(self, i: int) -> None:
         self.done.append(i)
@@ -111,8 +120,34 @@ class Stub:
             ]
             write_json(self.out, {"benchmark": "unilab-bench", "results": rows})
         elif self.block == "train":
+            compiled = "compile=false" not in self.command
             report = {"check": "gpu_train_check", "env_steps_per_s": 5e5, "failures": [], "partial": True}
+            report.update(compile=compiled, update_mode="compiled" if compiled else "eager")
             write_json(self.out, {**report, "command": self.command})
+        elif self.block == "compiled_eager":
+            tasks = self.tasks()
+            checks = [
+                {"name": f"compiled equals eager: {t}", "status": "pass", "detail": "stub", "data": {"task": t}}
+                for t in tasks[: len(self.done)]
+            ]
+            write_json(self.out, {"tool": "compiled_eager", "tasks": tasks, "checks": checks, "complete": False})
+        elif self.block.startswith("curve_") and self.out is not None:
+            curve = [{"env_steps": 4096 * 50 * (k + 1), "terrain/mean_level": 1.0 + k} for k in self.done]
+            write_json(
+                self.out, {"benchmark": "learning_curve", "env_steps": 4096 * 50 * len(self.done), "curve": curve}
+            )
+            if len(self.done) == 1:
+                self.keep_run()
+
+    def keep_run(self) -> None:
+        """``--keep-run DIR`` and ``--plot X`` as the learning-curve script leaves them."""
+        run_dir, plot = option(self.command, "--keep-run"), option(self.command, "--plot")
+        if run_dir is not None:
+            run_dir.mkdir()
+            (run_dir / "config.yaml").write_text("task: stub\n")
+            (run_dir / "checkpoint.pt").write_bytes(os.urandom(4096))
+        if plot is not None:
+            plot.write_bytes(b"\x89PNG stub")
 
     def write_doctor(self, complete: bool, running: str | None, interrupted: str | None = None) -> None:
         checks = [self.check(DOCTOR_CHECKS[i]) for i in self.done]
@@ -152,13 +187,20 @@ class Stub:
 
 def environment(mode: str) -> int:
     facts = {"cuda_usable": mode != "no_cuda", "torch": "2.11.0+cu130 (stub)", "devices": 1}
+    if mode == "hang":
+        while True:
+            time.sleep(3600)
     if mode == "no_cuda":
         print("gpu_check: FAILED: torch (stub) sees no CUDA device", file=sys.stderr)
         print(json.dumps(facts))
         return 1
-    triton = mode != "no_triton"
+    triton = mode not in ("no_triton", "triton_timeout")
     facts.update(torch_compile=triton, triton_libcuda_path=None, nvrtc="/stub/libnvrtc.so.13")
-    facts["triton"] = "Triton: built and launched a kernel" if triton else "Triton: cannot build (stub): compile=false"
+    facts["triton_timed_out"] = mode == "triton_timeout"
+    facts["triton"] = {
+        "no_triton": "Triton: cannot build (stub): compile=false",
+        "triton_timeout": "Triton: the kernel probe timed out (stub): compile=false below; CUDA itself is usable",
+    }.get(mode, "Triton: built and launched a kernel")
     print(facts["triton"], file=sys.stderr)
     print(json.dumps(facts))
     return 0

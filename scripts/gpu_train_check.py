@@ -9,6 +9,8 @@ capture and is reported separately. Output keys:
 - ``update_ms``: median time of one gradient update (the update phase of the timed iteration
   of each window divided by ``updates_per_step``), and ``phase_ms`` medians of every phase;
 - ``train_s``: seconds from the first logging point to the stop;
+- ``compile`` (the env's terms and the agent's updates through ``torch.compile``) and
+  ``update_mode`` (``compiled`` or ``eager``; see :func:`update_mode`);
 - ``reward_trend``: ``[env_steps, mean per-step reward]`` at every logging point, and
   ``episode_return_trend`` likewise where episodes ended;
 - ``failures``: why the check fails, empty when it passes: no update ran, a logged loss is not
@@ -102,6 +104,7 @@ def make_report(cfg, task: str, trainer, points: list, started: float, built: fl
         "device": str(trainer.env.device),
         "num_envs": trainer.env.num_envs,
         "compile": bool(cfg.compile),
+        "update_mode": update_mode(trainer),
         "batch_size": trainer.algo.batch_size,
         "updates_per_step": updates,
         "iterations": trainer.iteration,
@@ -120,6 +123,14 @@ def make_report(cfg, task: str, trainer, points: list, started: float, built: fl
         "failures": failures(points, trainer.agent.num_updates, trainer.env_steps),
         "complete": complete,
     }
+
+
+def update_mode(trainer) -> str:
+    """How the agent's gradient updates ran: ``"compiled"`` (``torch.compile``) or ``"eager"``.
+
+    Hook for issue #49 (the update replayed as a captured CUDA graph): that agent reports
+    ``"captured"`` here; gpu_check.json's ``train_update_mode`` shows this value."""
+    return "compiled" if trainer.agent.cfg.compile else "eager"
 
 
 def failures(points: list, num_updates: int, env_steps: int) -> list[str]:

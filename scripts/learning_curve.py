@@ -24,6 +24,12 @@ For ``g1_tracking`` the motion is ``--motion`` (default: the shared holosoma cli
 the trained checkpoint, the policy evaluated) for ``unilab-play DIR`` or a resume; without it the
 run trains in a temporary folder.
 
+``--out`` is written as the run goes, with ``complete: false`` and the ``stage`` it is in: after the
+untrained evaluation, at every logging point (``curve`` so far) and after training. A SIGINT or
+SIGTERM ends the run (during training: after the iteration it came in, the kept run saved) with
+the report so far, ``interrupted`` saying when, and exit status 130, so a run cut by a time limit
+keeps its curve.
+
 ``--out`` and ``--plot`` are checked before any work, as the commands check theirs: an existing
 file needs ``--force``, and neither may be a folder, a link, a FIFO or device, a run folder's own
 file, the other output, or inside ``--keep-run``. Both are written atomically; the report names
@@ -37,9 +43,11 @@ import contextlib
 import json
 import math
 import shlex
+import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -53,6 +61,7 @@ from unilab_gpu.rl.evaluation import agent_policy, evaluate
 from unilab_gpu.rl.logger import RecordingLogger
 from unilab_gpu.training.config import compose_train_config, resolve_auto
 from unilab_gpu.training.run import build_run
+from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE, stop_on_signals
 from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_atomic, write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -291,7 +300,37 @@ def clean_evaluation(
     }
 
 
-def run(args: argparse.Namespace) -> dict:
+class Interrupted(Exception):
+    """A SIGINT or SIGTERM ended the run early; the report so far is on disk (``interrupted``)."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While active, SIGTERM (a device call's or a scheduler's stop) raises ``KeyboardInterrupt``
+    as SIGINT does, so both reach the same handler that writes the report so far."""
+
+    def raise_interrupt(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, raise_interrupt)
+    except ValueError:  # not the main thread (a test's worker): leave SIGTERM alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run(args: argparse.Namespace, write: Callable[[dict], None] = lambda report: None) -> dict:
+    """Train and evaluate; ``write(report)`` gets the report so far (``complete: false``, the
+    ``stage`` it is in) after the untrained evaluation, at every logging point and after training.
+
+    Raises:
+      Interrupted: a SIGINT or SIGTERM arrived (during training: after the iteration it came
+        in, with the kept run saved); ``write`` got the report so far with ``interrupted`` set.
+    """
     env_overrides = list(args.env_override)
     tracking = args.task.startswith("g1_tracking")
     if tracking and args.motion != "none":
@@ -299,6 +338,7 @@ def run(args: argparse.Namespace) -> dict:
         if not motion.is_file():
             raise SystemExit(f"--motion: {motion} not found (pass --motion none for the built-in synthetic clip)")
         env_overrides.append(f"commands.motion.params.motion_files=[{motion}]")
+    report: dict = {}
     with contextlib.ExitStack() as scope:
         run_dir = args.keep_run or Path(scope.enter_context(tempfile.TemporaryDirectory())) / "run"
         overrides = [
@@ -318,32 +358,76 @@ def run(args: argparse.Namespace) -> dict:
         ]
         cfg = resolve_auto(compose_train_config(overrides))
         started = time.perf_counter()
-        built = build_run(cfg)
-        if built.lock is not None:
-            scope.callback(built.lock.release)
-        trainer = built.trainer
-        untrained = evaluation(args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1)
-        clean = tracking and args.clean_eval_envs > 0
-        if clean:
-            untrained["clean_eval"] = clean_evaluation(
-                args.task, env_overrides, trainer.agent, args.clean_eval_envs, cfg.device, args.seed + 1, False
-            )
-        recorder = RecordingLogger(trainer.logger)
-        trainer.logger = recorder  # type: ignore[assignment]
-        train_start = time.perf_counter()
-        deadline = time.perf_counter() + 60.0 * args.minutes
-        trainer.train(lambda: time.perf_counter() > deadline)
-        train_seconds = time.perf_counter() - train_start
-        recorder.close()
-        if args.keep_run is not None:
-            # Saved before the evaluation, which builds a fresh env from configs/ as they are now:
-            # a failure there (a config edited during a long run) must not lose the trained policy.
-            built.save()  # the trained policy, for unilab-play or a resume
-        trained = evaluation(args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1)
-        if clean:
-            trained["clean_eval"] = clean_evaluation(
-                args.task, env_overrides, trainer.agent, args.clean_eval_envs, cfg.device, args.seed + 1, True
-            )
+        report.update(
+            benchmark="learning_curve",
+            command="python scripts/learning_curve.py " + shlex.join(args.argv),
+            task=args.task,
+            algo=args.algo,
+            env_overrides=env_overrides,
+            num_envs=args.num_envs,
+            env_steps=0,
+            updates=None,
+            train_seconds=None,
+            total_seconds=None,
+            untrained=None,
+            trained=None,
+            curve=[],
+            machine=machine_info(cfg.device),
+            stage="build",
+            complete=False,
+            interrupted=None,
+        )
+        trainer = recorder = None
+        train_start = started
+
+        def progress(stage: str) -> None:
+            report["stage"], report["total_seconds"] = stage, time.perf_counter() - started
+            if trainer is not None:
+                report["env_steps"], report["updates"] = trainer.env_steps, trainer.agent.num_updates
+            if recorder is not None:
+                report["curve"] = [curve_row(n, at - train_start, scalars) for n, at, scalars in recorder.points]
+            write(report)
+
+        try:
+            with sigterm_as_interrupt():
+                built = build_run(cfg)
+                if built.lock is not None:
+                    scope.callback(built.lock.release)
+                trainer = built.trainer
+                progress("untrained evaluation")
+                untrained = evaluation(
+                    args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1
+                )
+                clean = tracking and args.clean_eval_envs > 0
+                if clean:
+                    untrained["clean_eval"] = clean_evaluation(
+                        args.task, env_overrides, trainer.agent, args.clean_eval_envs, cfg.device, args.seed + 1, False
+                    )
+                report["untrained"] = untrained
+                recorder = RecordingLogger(trainer.logger)
+                trainer.logger = recorder  # type: ignore[assignment]
+                train_start = time.perf_counter()
+                progress("training")
+            stopped = train(trainer, recorder, 60.0 * args.minutes, lambda: progress("training"))
+            report["train_seconds"] = time.perf_counter() - train_start
+            recorder.close()
+            if args.keep_run is not None:
+                # Saved before the evaluation, which builds a fresh env from configs/ as they are now:
+                # a failure there (a config edited during a long run) must not lose the trained policy.
+                built.save()  # the trained policy, for unilab-play or a resume
+            if stopped is not None:
+                raise KeyboardInterrupt(stopped)
+            progress("trained evaluation")
+            with sigterm_as_interrupt():
+                trained = evaluation(args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1)
+                if clean:
+                    trained["clean_eval"] = clean_evaluation(
+                        args.task, env_overrides, trainer.agent, args.clean_eval_envs, cfg.device, args.seed + 1, True
+                    )
+        except KeyboardInterrupt as stop:
+            report["interrupted"] = f"{stop.args[0] if stop.args else 'SIGINT or SIGTERM'} during {report['stage']}"
+            progress(report["stage"])
+            raise Interrupted(report["interrupted"]) from None
     for metrics in TASK_METRICS.values():
         by_age, first = age_keys(metrics.by_age)
         if by_age in untrained:
@@ -352,22 +436,27 @@ def run(args: argparse.Namespace) -> dict:
             for result in (untrained, trained):
                 result[first] = mean_over_first(result[by_age], ages)
                 result["first_steps"] = ages
-    return {
-        "benchmark": "learning_curve",
-        "command": "python scripts/learning_curve.py " + shlex.join(args.argv),
-        "task": args.task,
-        "algo": args.algo,
-        "env_overrides": env_overrides,
-        "num_envs": trainer.env.num_envs,
-        "env_steps": trainer.env_steps,
-        "updates": trainer.agent.num_updates if hasattr(trainer, "agent") else None,
-        "train_seconds": train_seconds,
-        "total_seconds": time.perf_counter() - started,
-        "untrained": untrained,
-        "trained": trained,
-        "curve": [curve_row(env_steps, at - train_start, scalars) for env_steps, at, scalars in recorder.points],
-        "machine": machine_info(cfg.device),
-    }
+    report.update(trained=trained, stage="done", complete=True, num_envs=trainer.env.num_envs)
+    progress("done")
+    return report
+
+
+def train(trainer, recorder: RecordingLogger, seconds: float, logged: Callable[[], None]) -> str | None:
+    """Train for ``seconds`` (or the trainer's env-step budget), calling ``logged()`` after every
+    new logging point; the first SIGINT or SIGTERM stops it after its iteration. Returns the name
+    of the signal that stopped it, or ``None``."""
+    deadline = time.perf_counter() + seconds
+    points = [0]
+
+    def should_stop() -> bool:
+        if len(recorder.points) > points[0]:
+            points[0] = len(recorder.points)
+            logged()
+        return stop[0] or time.perf_counter() > deadline
+
+    with stop_on_signals() as stop:
+        trainer.train(should_stop)
+        return "a stop signal" if stop[0] else None
 
 
 def plot(report: dict, path: Path) -> None:
@@ -456,6 +545,11 @@ def read_report(path: Path) -> dict:
     missing = [key for key in keys if not isinstance(report, dict) or key not in report]
     if missing:
         raise fail(f"--out: {path} is not a learning-curve report (no {', '.join(missing)})")
+    if report.get("complete") is False:  # reports written before partial ones existed have no key
+        raise fail(
+            f"--out: {path} is a partial report (stopped during {report.get('stage')}: {report.get('interrupted')}); "
+            "its 'curve' holds the logging points so far, but --replot needs a finished run"
+        )
     return report
 
 
@@ -504,8 +598,16 @@ def main(argv: list[str] | None = None) -> dict:
     if not (math.isfinite(args.minutes) and args.minutes > 0):
         raise fail(f"--minutes must be a finite number > 0, got {args.minutes}")
     check_outputs(args)
-    report = portable_paths(run(args))  # committed reports name no path of this machine
-    write_json_atomic(args.out, report)
+
+    def write(report: dict) -> None:  # committed reports name no path of this machine
+        write_json_atomic(args.out, portable_paths(report))
+
+    try:
+        report = run(args, write)
+    except Interrupted as stop:
+        print(f"learning_curve: INTERRUPTED ({stop}); the report so far is in {args.out}", file=sys.stderr)
+        raise SystemExit(INTERRUPTED_EXIT_CODE) from None
+    report = portable_paths(report)
     if args.plot is not None:
         plot(report, args.plot)
     u, t = report["untrained"], report["trained"]

@@ -150,6 +150,21 @@ def test_replay_equals_eager_needs_resets_inside_the_compared_steps() -> None:
     assert worse.status == "fail" and worse.data["max_abs_diff"]["reward"] == pytest.approx(1e-3, rel=1e-3)
 
 
+def test_a_relative_tolerance_scales_with_the_eager_value() -> None:
+    # compiled == eager: |compiled - eager| <= 1e-4 + 1e-4 |eager|. The reward at [5, 2] is 17:
+    # 1.5e-3 off is within 1e-4 + 1.7e-3; the same offset on the reward 1 at [0, 1] is not.
+    eager = _rollout([2, 4])
+    near = _rollout([2, 4])
+    near["reward"][5, 2] += 1.5e-3
+    check = compare_rollouts(eager, near, name="compiled equals eager: x", tolerance=1e-4, rtol=1e-4)
+    assert check.status == "pass" and check.name == "compiled equals eager: x"
+    assert check.detail.startswith("max |compiled - eager| over 6 steps")
+    far = _rollout([2, 4])
+    far["reward"][0, 1] += 1.5e-3
+    assert compare_rollouts(eager, far, tolerance=1e-4, rtol=1e-4).status == "fail"
+    assert compare_rollouts(eager, near).status == "fail"  # the replay check stays absolute, 1e-5
+
+
 def test_split_capture_verdict_follows_the_five_percent_bar() -> None:
     assert SPLIT_THRESHOLD == 0.05
     saving, split = split_capture_worth_it(9.0, 10.0)
@@ -158,13 +173,49 @@ def test_split_capture_verdict_follows_the_five_percent_bar() -> None:
     assert saving == pytest.approx(0.02) and not split
 
 
-def test_solver_ab_times_both_loops_on_the_same_worlds_on_cpu() -> None:
+def test_solver_ab_times_both_loops_on_the_same_walking_and_resetting_worlds_on_cpu() -> None:
     """On CPU MJWarp ignores graph_conditional, so both arms run the same loop from the same seeded
-    start: their final states agree bit for bit and the mechanics (timing, iterations) are real."""
-    result = solver_early_exit_ab("g1", 2, "cpu", substeps=2, steps=3)
-    assert result["skipped"] is None and result["device"] == "cpu"
+    start with the same random actions: their final states agree bit for bit, rows were forced to
+    end every timed step, and the mechanics (timing, iterations) are real. The task (and so the
+    robot and its substeps) is the one asked for, not a fixed G1."""
+    result = solver_early_exit_ab("pendulum", 4, "cpu", steps=3, warmup=1)
+    assert result["skipped"] is None and result["device"] == "cpu" and result["task"] == "pendulum"
+    assert result["substeps"] == 5  # configs/task/pendulum.yaml: decimation 5 (the G1 tasks have 4)
     assert result["early_exit_ms"] > 0 and result["fixed_ms"] > 0
     assert 1 <= result["fixed_mean_iterations"] <= result["max_iterations"]
     assert result["early_exit_mean_iterations"] == result["fixed_mean_iterations"]
+    assert result["resets_per_step"] == 1
+    assert result["fixed_episodes_ended"] >= 4  # one forced end per step, warm-up included
+    assert result["early_exit_episodes_ended"] == result["fixed_episodes_ended"]
     assert result["qpos_max_diff"] == 0.0
     assert result["saving"] == pytest.approx(1 - result["early_exit_ms"] / result["fixed_ms"])
+
+
+def test_the_solver_ab_and_its_warm_walk_run_on_the_capture_task(monkeypatch) -> None:
+    """The A/B follows --capture-task (gpu_check's ROUGH block: go2_velocity_rough), and the warm
+    tool walks the same env, forced resets and solver setting included."""
+    from unilab_gpu.doctor import checks, warm
+
+    seen = []
+    monkeypatch.setattr(checks, "check_solver_ab", lambda task, n, device: seen.append(task) or Check("s", "info", ""))
+    monkeypatch.setattr(checks, "check_physics_only", lambda task, n, device: Check("physics only", "info", ""))
+    recorded: list = []
+    checks._run_cuda_checks(  # on the CPU capture is unsupported: physics, then straight to the A/B
+        "go2_velocity_rough", torch.device("cpu"), 8, False, lambda name, fn: recorded.append(fn()), recorded.append
+    )
+    assert seen == ["go2_velocity_rough"]
+
+    import unilab_gpu.profiling.solver_ab as solver_ab
+
+    built = []
+    original = solver_ab.solver_arm_env
+
+    def spy(task, num_envs, device, arm, seed=0):
+        env = original(task, num_envs, device, arm, seed)
+        built.append((task, arm, bool(env.sim.model.opt.graph_conditional), "forced_resets" in env.cfg.terminations))
+        return env
+
+    monkeypatch.setattr(solver_ab, "solver_arm_env", spy)
+    for name in ("solver_early_exit", "solver_fixed"):
+        warm.walk(name, "cpu", "pendulum", 2)
+    assert built == [("pendulum", "early_exit", True, True), ("pendulum", "fixed", False, True)]

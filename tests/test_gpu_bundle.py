@@ -331,3 +331,45 @@ def test_a_cached_build_is_used_when_its_key_matches(tmp_path: Path) -> None:
     refused = subprocess.run([*script, str(cache), str(out)], capture_output=True, text=True)
     assert refused.returncode == 1 and "sha256" in refused.stderr and "not used" in refused.stderr
     assert not out.exists() and not Path(f"{out}.part").exists()
+
+
+def test_a_newer_bundle_over_a_previous_install_keeps_files_the_user_added(bundle: Path, tmp_path: Path) -> None:
+    """Replacing a previous install deleted everything in it; now a file the user added there
+    refuses the install (by name) and stays, while Python's own __pycache__ does not count."""
+    target = tmp_path / "site"
+    assert _install(bundle, target).returncode == 0
+    listed = (target / ".unilab-bundle-files").read_text().split()
+    assert "tinypkg/__init__.py" in listed and "tinypkg/bin/lib.so" in listed
+    (target / "tinypkg" / "__pycache__").mkdir()
+    (target / "tinypkg" / "__pycache__" / "__init__.cpython.pyc").write_bytes(b"cache")  # written by using it
+    (bundle / "python_version").write_text((bundle / "python_version").read_text() + "\n")  # a newer bundle
+    _write_sums(bundle)
+    (target / "tinypkg" / "my_notes.txt").write_text("the user's own file")
+    run = _install(bundle, target)
+    assert run.returncode == 1, run.stdout
+    assert run.stderr.strip() == (
+        f"install.sh: TARGET '{target}' holds files its previous install did not write (tinypkg/my_notes.txt): "
+        "move them out or choose a new folder; nothing was installed"
+    )
+    assert (target / "tinypkg" / "my_notes.txt").read_text() == "the user's own file"
+    (target / "tinypkg" / "my_notes.txt").unlink()
+    again = _install(bundle, target)  # the cache alone does not stop it
+    assert again.returncode == 0 and f"installed into {target}" in again.stdout, again.stderr
+    (target / ".unilab-bundle-files").unlink()  # as an older install.sh left it
+    (bundle / "python_version").write_text((bundle / "python_version").read_text() + "\n")
+    _write_sums(bundle)
+    old = _install(bundle, target)
+    assert old.returncode == 1 and "holds an install by an older install.sh, which kept no list" in old.stderr
+    assert (target / "tinypkg" / "bin" / "lib.so").is_file()
+
+
+def test_the_bundle_builder_with_a_python_that_does_not_run_is_one_line(tmp_path: Path) -> None:
+    script = ROOT / "scripts" / "gpu_bundle.sh"
+    env = {**os.environ, "PYTHON": "/bin/false"}
+    run = subprocess.run(["bash", str(script), str(tmp_path / "b")], capture_output=True, text=True, env=env)
+    assert run.returncode == 1
+    assert run.stderr.strip() == (
+        "gpu_bundle: PYTHON '/bin/false' does not run as a Python interpreter; set PYTHON to the project's "
+        "(default python3)"
+    )
+    assert not (tmp_path / "b").exists()

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -21,12 +22,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+DEFAULT_BLOCKS = ["environment", "warm", "doctor", "bench_capture", "gpu_tests", "compiled_eager", "train"]
+"""The blocks of the default call, in order."""
+
+
 def _start(out: Path, seconds: int = 120, **env: str) -> subprocess.Popen:
     out.mkdir(parents=True)
     settings = {
         **os.environ,
         "CUDA_VISIBLE_DEVICES": "",
         "OUT": str(out),
+        "GPU_CHECK_WORK": str(_work(out)),
         "PYTHON": sys.executable,
         "GPU_CHECK_REHEARSAL": "1",
         "GPU_CHECK_SECONDS": str(seconds),
@@ -44,6 +50,24 @@ def _start(out: Path, seconds: int = 120, **env: str) -> subprocess.Popen:
         text=True,
         start_new_session=True,  # its own process group, as on the device machine
     )
+
+
+def _work(out: Path) -> Path:
+    """The scenario's working folder (GPU_CHECK_WORK), beside its OUT."""
+    return out.with_name(out.name + "_work")
+
+
+def _returned(out: Path) -> list[str]:
+    """What the device machine would return of OUT: every file, at most 8 of them in at most two
+    folder levels (its limits; anything else is left behind)."""
+    files = sorted(str(path.relative_to(out)) for path in out.rglob("*") if not path.is_dir())
+    assert len(files) <= 8 and all(name.count("/") <= 1 for name in files), files
+    return files
+
+
+def _packed(out: Path, archive: str = "gpu_check_details.tar.gz") -> dict[str, bytes]:
+    with tarfile.open(out / archive) as tar:
+        return {m.name.removeprefix("./"): tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
 
 
 def _blocks(out: Path) -> dict[str, dict[str, str]]:
@@ -65,15 +89,40 @@ def rehearsals(tmp_path_factory) -> dict[str, tuple[int, str, Path]]:
         "deadline": _start(
             base / "deadline", seconds=40, GPU_CHECK_STUB="doctor=hang@2", GPU_CHECK_BUDGETS="doctor=1000"
         ),
-        # pytest hangs after two tests and is cut at its 4 s budget; the compiled step fails, so
-        # training runs without torch.compile, hangs ignoring SIGINT and is killed.
+        # pytest hangs after two tests and is cut at its 4 s budget; compiled == eager fails (a
+        # failure, reported); training, compiled all the same, hangs ignoring SIGINT and is killed.
         "budgets": _start(
             base / "budgets",
-            GPU_CHECK_STUB="gpu_tests=hang@2;compile=fail;train=stubborn@1",
+            GPU_CHECK_STUB="gpu_tests=hang@2;compiled_eager=fail;train=stubborn@1",
             GPU_CHECK_BUDGETS="gpu_tests=4 train=5",
         ),
         # The device call's own limit: the whole check is stopped from outside during the doctor.
         "outside": _start(base / "outside", GPU_CHECK_STUB="doctor=hang@3"),
+        # Block 0 hangs (CUDA's start, say): cut at its budget, reported as such, nothing else runs.
+        "environment_hangs": _start(
+            base / "environment_hangs", GPU_CHECK_STUB="environment=hang", GPU_CHECK_BUDGETS="environment=2"
+        ),
+        # The Triton probe ran out of block 0's budget: CUDA is usable, the run goes on uncompiled.
+        "probe_timeout": _start(base / "probe_timeout", GPU_CHECK_STUB="environment=triton_timeout"),
+        # The calls of their own, together: run folders come back packed; the rough curve is cut
+        # by its budget and keeps its points.
+        "own_calls": _start(
+            base / "own_calls",
+            seconds=570,
+            SKIP_CHECKS="1",
+            LEARNING_CURVES="1",
+            ROUGH="1",
+            ROUGH_LEARNING="1",
+            GPU_CHECK_STUB="curve_rough=hang@2",
+            GPU_CHECK_BUDGETS="curve_rough=4",
+        ),
+        # Each block of the default call in turn hangs until the deadline cuts it.
+        **{
+            f"deadline_{name}": _start(
+                base / f"deadline_{name}", seconds=30, GPU_CHECK_STUB=f"{name}=hang@1", GPU_CHECK_BUDGETS=f"{name}=1000"
+            )
+            for name in DEFAULT_BLOCKS[1:]
+        },
     }
     outside = started["outside"]
     doctor = base / "outside" / "doctor.json"
@@ -95,15 +144,26 @@ def test_a_run_that_finishes_in_time_exits_0_with_every_key_fact(rehearsals) -> 
     status, output, out = rehearsals["ok"]
     assert status == 0, output
     blocks = _blocks(out)
-    assert list(blocks) == ["environment", "warm", "doctor", "bench_capture", "gpu_tests", "compile", "train"]
+    assert list(blocks) == DEFAULT_BLOCKS
     assert all(b["exit"] == "0" for b in blocks.values())
     facts = _facts(out)
     assert facts["capture_works"] and facts["replay_equals_eager"] and facts["no_sync_in_replay"]
     assert facts["physics_only_env_steps_per_s_at_num_envs"] == 2.0e6 and facts["split_capture"] is False
-    assert [row["num_envs"] for row in facts["bench_capture"]] == [1024, 4096, 8192]
+    assert [row["num_envs"] for row in facts["bench_capture"]] == [8192, 4096]  # the size a cut loses, first
     assert facts["gpu_tests"]["tests"] == 5 and facts["train_failures"] == [] and facts["warm_modules"] == 4
-    assert json.loads((out / "warm.json").read_text())["complete"] is True
+    assert facts["compiled_equals_eager"] == {"g1_tracking": True, "go2_velocity_rough": True}
+    assert facts["train_compile"] is True and facts["train_update_mode"] == "compiled"
     assert "Triton: built and launched a kernel" in output
+    # What comes back: the key facts, the summary and one archive of every block's files.
+    assert _returned(out) == ["gpu_check.json", "gpu_check_details.tar.gz", "summary.txt"]
+    packed = _packed(out)
+    assert json.loads(packed["warm.json"])["complete"] is True
+    for name in ("environment.json", "doctor.json", "bench_gpu_capture.json", "gpu_tests.xml", "compiled_eager.json"):
+        assert packed[name] == (_work(out) / name).read_bytes()
+    assert packed["summary.txt"] == (out / "summary.txt").read_bytes()
+    # ... and the key facts are on stdout too, one per line
+    assert "gpu_check: replay_equals_eager = true" in output.splitlines()
+    assert 'gpu_check: compiled_equals_eager = {"g1_tracking": true, "go2_velocity_rough": true}' in output
 
 
 def test_a_block_cut_by_the_deadline_keeps_its_json_and_the_rest_is_skipped(rehearsals) -> None:
@@ -113,6 +173,8 @@ def test_a_block_cut_by_the_deadline_keeps_its_json_and_the_rest_is_skipped(rehe
     assert blocks["doctor"]["exit"] == "cut_deadline"
     assert all(blocks[name]["exit"] == "skipped" for name in ("bench_capture", "gpu_tests", "train"))
     assert blocks["train"]["reason"] == "out_of_time"
+    assert json.loads(_packed(out)["doctor.json"])["checks"][1]["name"] == "whole step captures"
+    _returned(out)
     facts = _facts(out)  # what the doctor measured before the cut
     assert facts["physics_only_env_steps_per_s_at_num_envs"] == 2.0e6 and facts["capture_works"] is True
     assert facts["replay_equals_eager"] is None
@@ -124,14 +186,17 @@ def test_budgets_cut_pytest_with_sigint_and_kill_a_stuck_block_and_a_failure_win
     assert status == 1, output  # the compiled step failed: that outranks the cuts
     blocks = _blocks(out)
     assert blocks["gpu_tests"]["exit"] == "cut_budget" and blocks["gpu_tests"]["budget"] == "4"
-    assert blocks["compile"]["exit"] == "1"
+    assert blocks["compiled_eager"]["exit"] == "1"
     assert blocks["train"]["exit"] == "killed"  # ignored SIGINT: SIGKILL after the grace period
     facts = _facts(out)
     assert facts["gpu_tests"] == {"tests": 2, "failures": 0, "errors": 0, "skipped": 0}  # pytest's report on SIGINT
     assert facts["train_env_steps_per_s"] == 5e5  # written before it got stuck
-    train = json.loads((out / "train_check.json").read_text())
-    assert train["command"][-1] == "compile=false"  # the compiled step failed: training runs eagerly
+    train = json.loads(_packed(out)["train_check.json"])
+    # A failed compiled == eager check is reported; the training run is compiled all the same (its
+    # throughput is the fact), and so is its report.
+    assert "compile=false" not in train["command"] and train["update_mode"] == "compiled"
     assert "gpu_tests was cut at 4 s (SIGINT)" in output and "train was cut at 5 s and killed 1 s later" in output
+    _returned(out)
 
 
 def test_a_check_stopped_from_outside_still_writes_the_facts_so_far(rehearsals) -> None:
@@ -142,3 +207,64 @@ def test_a_check_stopped_from_outside_still_writes_the_facts_so_far(rehearsals) 
     assert facts["capture_works"] is True and facts["replay_equals_eager"] is True
     assert facts["no_sync_in_replay"] is None  # the doctor was in its fourth check
     assert "doctor" not in _blocks(out)
+    assert "doctor.json" in _packed(out) and "gpu_check: capture_works = true" in output.splitlines()
+    _returned(out)
+
+
+def test_a_hanging_block_0_is_reported_as_cut_not_as_unusable_cuda(rehearsals) -> None:
+    status, output, out = rehearsals["environment_hangs"]
+    assert status == 2, output
+    assert _blocks(out)["environment"]["exit"] == "cut_budget"
+    assert "block 0 ran past its 2 s budget before it could tell whether CUDA is usable" in output
+    assert "CUDA is not usable" not in output
+    _returned(out)
+
+
+def test_a_triton_probe_timeout_is_reported_as_such_and_the_run_goes_on_uncompiled(rehearsals) -> None:
+    status, output, out = rehearsals["probe_timeout"]
+    assert status == 0, output
+    blocks = _blocks(out)
+    assert blocks["compiled_eager"] == {
+        "block": "compiled_eager",
+        "exit": "skipped",
+        "seconds": "0",
+        "budget": "60",
+    } | {"reason": "no_triton"}
+    facts = _facts(out)
+    assert facts["cuda_usable"] is True and "the kernel probe timed out" in facts["triton"]
+    assert facts["environment"]["triton_timed_out"] is True
+    assert facts["train_compile"] is False and facts["train_update_mode"] == "eager"
+
+
+def test_the_calls_of_their_own_return_their_run_folders_packed(rehearsals) -> None:
+    status, output, out = rehearsals["own_calls"]
+    assert status == 4, output  # the rough curve was cut at its budget
+    assert _returned(out) == ["gpu_check.json", "gpu_check_details.tar.gz", "gpu_check_runs.tar.gz", "summary.txt"]
+    blocks = _blocks(out)
+    assert blocks["curve_rough"]["exit"] == "cut_budget" and blocks["eval_rough"]["exit"] == "0"
+    assert [name for name in blocks if name.startswith("dist")] == []  # DIST=1 was not asked for
+    runs = _packed(out, "gpu_check_runs.tar.gz")
+    assert sorted(runs) == [
+        "g1_tracking_sac_gpu_run/checkpoint.pt",
+        "g1_tracking_sac_gpu_run/config.yaml",
+        "go2_rough_gpu_run/checkpoint.pt",
+        "go2_rough_gpu_run/config.yaml",
+    ]
+    assert runs["go2_rough_gpu_run/checkpoint.pt"] == (_work(out) / "go2_rough_gpu_run" / "checkpoint.pt").read_bytes()
+    details = _packed(out)
+    assert not any(name.endswith("_run") or "_run/" in name for name in details)
+    assert json.loads(details["go2_velocity_rough_sac_gpu.json"])["env_steps"] == 2 * 4096 * 50  # the cut curve
+    assert _facts(out)["rough_learning"]["mean_level_last"] == 2.0
+
+
+@pytest.mark.parametrize("cut", DEFAULT_BLOCKS[1:])
+def test_the_deadline_may_cut_any_block_and_every_block_still_has_a_status(rehearsals, cut) -> None:
+    status, output, out = rehearsals[f"deadline_{cut}"]
+    assert status == 4, output
+    blocks = _blocks(out)
+    assert list(blocks) == DEFAULT_BLOCKS, output
+    at = DEFAULT_BLOCKS.index(cut)
+    assert [blocks[name]["exit"] for name in DEFAULT_BLOCKS] == ["0"] * at + ["cut_deadline"] + ["skipped"] * (
+        len(DEFAULT_BLOCKS) - at - 1
+    )
+    _returned(out)

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ def _gpu_check(
     out: Path, bundle_dir: Path, target: Path | None = None, **extra_env: str
 ) -> subprocess.CompletedProcess:
     env = {**CPU_ONLY, "OUT": str(out), "PYTHON": sys.executable, "BUNDLE": str(bundle_dir), **extra_env}
+    env.setdefault("GPU_CHECK_WORK", str(_work(out)))
     if target is not None:
         env["BUNDLE_TARGET"] = str(target)
     return subprocess.run(
@@ -30,12 +32,17 @@ def _gpu_check(
     )
 
 
+def _work(out: Path) -> Path:
+    return out.with_name(out.name + "_work")
+
+
 def test_gpu_check_stops_with_an_error_before_running_anything_without_cuda(tmp_path) -> None:
     run = _gpu_check(tmp_path, tmp_path / "no_bundle")
     assert run.returncode == 2, run.stdout + run.stderr
     assert "sees no CUDA device" in run.stdout + run.stderr
     assert "CUDA is not usable here; nothing else was run" in (tmp_path / "summary.txt").read_text()
-    assert not (tmp_path / "doctor.json").exists()
+    assert not (_work(tmp_path) / "doctor.json").exists()
+    assert "sees no CUDA device" in (_work(tmp_path) / "environment.txt").read_text()
     summary = json.loads((tmp_path / "gpu_check.json").read_text())
     assert summary["cuda_usable"] is False and summary["capture_works"] is None and summary["blocks"] == []
 
@@ -66,7 +73,7 @@ def test_gpu_check_stops_on_a_broken_bundle(bundle, tmp_path) -> None:  # noqa: 
     assert run.returncode == 3
     assert "does not match its SHA256SUMS line" in run.stderr
     assert "did not install; nothing else was run" in (tmp_path / "out" / "summary.txt").read_text()
-    assert not (tmp_path / "out" / "environment.json").exists()
+    assert not (tmp_path / "out_work" / "environment.txt").exists()  # block 0 never started
 
 
 def test_gpu_check_stops_before_cuda_when_the_machine_lacks_the_bundles_nvrtc(bundle, tmp_path) -> None:  # noqa: F811
@@ -82,7 +89,7 @@ def test_gpu_check_stops_before_cuda_when_the_machine_lacks_the_bundles_nvrtc(bu
     ]
     assert (out / "summary.txt").read_text().startswith("bundle exit=3 ")
     assert json.loads((out / "gpu_check.json").read_text())["nvrtc"] == "missing"
-    assert not (out / "environment.json").exists()
+    assert not (_work(out) / "environment.txt").exists()
 
 
 def test_find_library_looks_in_the_nvidia_packages_first_then_in_the_toolkit(monkeypatch, tmp_path) -> None:
@@ -189,11 +196,11 @@ def test_triton_is_proven_by_a_kernel_and_retried_with_links_to_the_loaded_libcu
     links = tmp_path / "links"
     tries = []
 
-    def needs_links(env):
+    def needs_links(env, timeout):
         tries.append(env.get("TRITON_LIBCUDA_PATH"))
         path = env.get("TRITON_LIBCUDA_PATH")
         ok = path is not None and os.path.realpath(Path(path) / "libcuda.so") == str(libcuda)
-        return ok, "" if ok else "/usr/bin/ld: cannot find -lcuda"
+        return ok, "" if ok else "/usr/bin/ld: cannot find -lcuda", False
 
     got = facts.triton_facts(links, str(libcuda), run=needs_links)
     assert tries == [None, str(links)] and got["torch_compile"] and got["triton_libcuda_path"] == str(links)
@@ -201,11 +208,11 @@ def test_triton_is_proven_by_a_kernel_and_retried_with_links_to_the_loaded_libcu
     assert got["triton"].startswith(f"Triton: built and launched a kernel with TRITON_LIBCUDA_PATH={links}")
     assert "cannot find -lcuda" in got["triton"] and "\n" not in got["triton"]
 
-    assert facts.triton_facts(links, str(libcuda), run=lambda env: (True, ""))["triton_libcuda_path"] is None
-    never = facts.triton_facts(links, str(libcuda), run=lambda env: (False, "boom"))
+    assert facts.triton_facts(links, str(libcuda), run=lambda env, t: (True, "", False))["triton_libcuda_path"] is None
+    never = facts.triton_facts(links, str(libcuda), run=lambda env, t: (False, "boom", False))
     assert not never["torch_compile"] and never["triton"].endswith("compile=false")
     monkeypatch.setattr(facts, "triton_build_missing", lambda: ["a C compiler (CC, gcc or clang)"])
-    missing = facts.triton_facts(links, str(libcuda), run=lambda env: pytest.fail("must not run"))
+    missing = facts.triton_facts(links, str(libcuda), run=lambda env, t: pytest.fail("must not run"))
     assert not missing["torch_compile"] and "missing a C compiler" in missing["triton"]
 
 
@@ -264,3 +271,147 @@ def test_the_rough_block_gets_facts_of_its_own(tmp_path) -> None:
     assert rough["replay_steps_with_resets"] == 41 and rough["doctor_verdict"] == "fail"
     assert rough["bench"][0]["physics_only_env_steps_per_s"] == pytest.approx(4096 / 16e-3)
     assert got["capture_works"] is None and got["bench_capture"] == []  # the key task's blocks did not run
+
+
+def test_the_triton_probe_lives_within_block_0s_budget_and_a_timeout_says_so(monkeypatch, tmp_path) -> None:
+    """Both tries share what block 0 leaves them; a try that runs out is reported as a timeout of
+    the probe and not retried (a hang is not the -lcuda failure the retry is for)."""
+    monkeypatch.setattr(facts, "triton_build_missing", lambda: [])
+    monkeypatch.delenv("TRITON_LIBCUDA_PATH", raising=False)
+    libcuda = tmp_path / "libcuda.so.1"
+    libcuda.write_bytes(b"")
+    limits = []
+
+    def hangs(env, timeout):
+        limits.append(timeout)
+        return False, f"no answer in {timeout:.0f} s", True
+
+    got = facts.triton_facts(tmp_path / "links", str(libcuda), run=hangs, seconds=40)
+    assert len(limits) == 1 and 39 < limits[0] <= 40  # one try, given the whole allotment
+    assert not got["torch_compile"] and got["triton_timed_out"] is True
+    assert got["triton"].startswith("Triton: the kernel probe timed out (no answer in 40 s)")
+    assert got["triton"].endswith("compile=false below; CUDA itself is usable")
+
+    limits.clear()
+
+    def fails_then_hangs(env, timeout):
+        limits.append(timeout)
+        if len(limits) == 1:
+            time.sleep(0.3)
+            return False, "/usr/bin/ld: cannot find -lcuda", False
+        return False, "no answer", True
+
+    got = facts.triton_facts(tmp_path / "links", str(libcuda), run=fails_then_hangs, seconds=10)
+    assert limits[0] == pytest.approx(10, abs=0.1) and limits[1] < 9.8  # the second gets what is left
+    assert "in its second try" in got["triton"] and got["triton_timed_out"] is True
+    spent = facts.triton_facts(tmp_path / "links", str(libcuda), run=lambda e, t: pytest.fail("no time"), seconds=0.5)
+    assert spent["triton_timed_out"] is True and "before it started" in spent["triton"]
+
+
+def test_a_probe_past_its_limit_is_stopped_and_reported_as_timed_out() -> None:
+    # The real probe in a fresh interpreter: importing torch alone takes longer than 0.05 s.
+    ok, error, timed_out = facts.run_triton_kernel(dict(os.environ), 0.05)
+    assert (ok, error, timed_out) == (False, "no answer in 0 s", True)
+
+
+def _rehearse(cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    settings = {**CPU_ONLY, "PYTHON": sys.executable, "GPU_CHECK_REHEARSAL": "1", "GPU_CHECK_STUB_STEP": "0.01"}
+    settings.update({"GPU_CHECK_GRACE": "1", "GPU_CHECK_MIN_BLOCK": "1", **env})
+    return subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu_check.sh")], cwd=cwd, env=settings, capture_output=True, text=True
+    )
+
+
+def test_relative_out_and_work_folders_are_the_callers(tmp_path) -> None:
+    run = _rehearse(tmp_path, OUT="results/gpu", GPU_CHECK_WORK="scratch")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads((tmp_path / "results" / "gpu" / "gpu_check.json").read_text())["capture_works"] is True
+    assert (tmp_path / "scratch" / "doctor.json").is_file()
+    assert not (ROOT / "results").exists() and not (ROOT / "scratch").exists()
+    assert f"results in {tmp_path / 'results' / 'gpu'}" in run.stdout
+
+
+@pytest.mark.parametrize(
+    "setting,line",
+    [
+        ({"GPU_CHECK_GRACE": "x"}, "GPU_CHECK_GRACE must be a whole number of seconds >= 1, got 'x'"),
+        ({"GPU_CHECK_SECONDS": "abc"}, "GPU_CHECK_SECONDS must be a whole number of seconds >= 1, got 'abc'"),
+        ({"GPU_CHECK_SECONDS": "0"}, "GPU_CHECK_SECONDS must be a whole number of seconds >= 1, got '0'"),
+        ({"GPU_CHECK_MIN_BLOCK": "1.5"}, "GPU_CHECK_MIN_BLOCK must be a whole number of seconds >= 1, got '1.5'"),
+        (
+            {"GPU_CHECK_BUDGETS": "doctor=ten"},
+            "GPU_CHECK_BUDGETS's doctor must be a whole number of seconds >= 1, got 'ten'",
+        ),
+        (
+            {"GPU_CHECK_BUDGETS": "doctor"},
+            "GPU_CHECK_BUDGETS: 'doctor' must be NAME=SECONDS with NAME one of: bench_capture ",
+        ),
+        ({"GPU_CHECK_BUDGETS": "docter=5"}, "GPU_CHECK_BUDGETS: 'docter=5' must be NAME=SECONDS with NAME one of: "),
+        ({"ROUGH": "yes"}, "ROUGH must be 0 or 1, got 'yes'"),
+        ({"PYTHON": "/bin/false"}, "PYTHON=/bin/false does not run as a Python 3.10 or newer interpreter; set PYTHON"),
+        ({"GPU_CHECK_WORK": "out/work"}, "GPU_CHECK_WORK="),
+    ],
+)
+def test_a_wrong_setting_is_one_line_naming_it_and_nothing_runs(tmp_path, setting, line) -> None:
+    run = _rehearse(tmp_path, OUT="out", **setting)
+    assert run.returncode == 5, run.stdout + run.stderr
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("gpu_check: " + line), run.stderr
+    assert not (tmp_path / "out" / "gpu_check.json").exists() and "environment" not in run.stdout
+
+
+def _plan(**env: str) -> tuple[int, list[tuple[str, int]]]:
+    run = subprocess.run(
+        ["bash", "scripts/gpu_check.sh", "--plan"], cwd=ROOT, env={**CPU_ONLY, **env}, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    rows = [(name, int(seconds)) for name, seconds in (line.split() for line in run.stdout.splitlines())]
+    return rows[0][1], rows[1:]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {},
+        {"SKIP_CHECKS": "1", "ROUGH": "1"},
+        {"SKIP_CHECKS": "1", "LEARNING_CURVES": "1", "GPU_CHECK_SECONDS": "570"},
+        {"SKIP_CHECKS": "1", "ROUGH_LEARNING": "1", "GPU_CHECK_SECONDS": "570"},
+        {"SKIP_CHECKS": "1", "DIST": "1", "GPU_CHECK_SECONDS": "570"},
+    ],
+)
+def test_every_documented_calls_budgets_fit_its_deadline_and_one_device_call(call) -> None:
+    """docs/gpu_check.md's calls: the blocks' budgets, the bundle's install counted, add up to less
+    than the deadline (10 s left for the summaries between blocks), and the deadline leaves 30 s
+    of a 600 s device call for the machine's start of Python and the files' return."""
+    deadline, blocks = _plan(**call)
+    assert blocks[:2] == [("bundle", 40), ("environment", 50)]
+    assert sum(seconds for _, seconds in blocks) <= deadline - 10, blocks
+    assert deadline <= 570
+    if not call:
+        assert deadline == 500 and [name for name, _ in blocks] == [
+            "bundle",
+            "environment",
+            "warm",
+            "doctor",
+            "bench_capture",
+            "gpu_tests",
+            "compiled_eager",
+            "train",
+        ]
+        assert dict(blocks)["train"] >= 100  # the compiled training run's cold compile fits
+
+
+def test_compiled_equals_eager_is_reported_per_task_and_an_unfinished_task_is_unknown(tmp_path) -> None:
+    assert facts.summary(tmp_path)["compiled_equals_eager"] is None  # the block did not run
+    checks = [
+        {"name": "compiled equals eager: g1_tracking", "status": "fail", "detail": "", "data": {"task": "g1_tracking"}}
+    ]
+    report = {"tasks": ["g1_tracking", "go2_velocity_rough"], "checks": checks, "complete": False}
+    (tmp_path / "compiled_eager.json").write_text(json.dumps(report))
+    assert facts.summary(tmp_path)["compiled_equals_eager"] == {"g1_tracking": False, "go2_velocity_rough": None}
+    train = {"env_steps_per_s": 3e5, "compile": True, "update_mode": "compiled", "failures": []}
+    (tmp_path / "train_check.json").write_text(json.dumps(train))
+    got = facts.summary(tmp_path)
+    assert (got["train_env_steps_per_s"], got["train_compile"], got["train_update_mode"]) == (3e5, True, "compiled")
+    lines = facts.brief(got)
+    assert 'gpu_check: compiled_equals_eager = {"g1_tracking": false, "go2_velocity_rough": null}' in lines
+    assert not any(line.startswith(("gpu_check: blocks", "gpu_check: environment")) for line in lines)

@@ -4,6 +4,12 @@ the kept run folder."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -12,6 +18,8 @@ from script_helpers import load_script
 
 from unilab_gpu.rl.agents import agent_from_checkpoint
 from unilab_gpu.rl.checkpoint import load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_errors_are_averaged_by_steps_since_the_episodes_start() -> None:
@@ -218,6 +226,14 @@ def test_replot_of_a_missing_or_corrupt_report_is_one_line(tmp_path, capsys) -> 
     )
     assert "needs --plot" in _refused(lc, capsys, ["--replot", "--out", str(other)])
     assert plot.read_bytes() == b"old plot" and not missing.exists()
+    partial = tmp_path / "partial.json"
+    keys = {key: None for key in ("untrained", "trained", "task", "algo", "env_steps", "train_seconds")}
+    cut = {"stage": "training", "interrupted": "a stop signal during training", "complete": False}
+    partial.write_text(json.dumps({**keys, "curve": [], **cut}))
+    assert _refused(lc, capsys, ["--replot", "--out", str(partial), "--plot", str(tmp_path / "new.png")]) == (
+        f"--out: {partial} is a partial report (stopped during training: a stop signal during training); its "
+        "'curve' holds the logging points so far, but --replot needs a finished run"
+    )
 
 
 def test_curve_keeps_the_mean_terrain_level() -> None:
@@ -235,3 +251,47 @@ def test_replot_draws_a_report_whose_trained_errors_are_null(tmp_path) -> None:
     plot = tmp_path / "replot.png"
     lc.main(["--replot", "--out", str(report), "--plot", str(plot)])
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _tiny_run(out, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        str(ROOT / "scripts" / "learning_curve.py"),
+        *("--task", "pendulum", "--algo", "sac", "--minutes", "10", "--num-envs", "4", "--eval-envs", "2"),
+        *("--log-every", "4", "--out", str(out), *extra, "--"),
+        *("algo.batch_size=32", "algo.warmup_steps=4", "algo.compile=false"),
+        *("algo.actor_hidden_dims=[16]", "algo.critic_hidden_dims=[16]"),
+    ]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_run_stopped_by_a_signal_keeps_its_curve(tmp_path, signum) -> None:
+    """The report is on disk as the run goes (complete: false, the stage, the curve so far); a
+    SIGTERM (a device call's limit) or SIGINT (gpu_check's budget cut) during training ends the run
+    after its iteration with the curve so far, the kept run saved, and exit status 130."""
+    out, run_dir = tmp_path / "report.json", tmp_path / "run"
+    process = subprocess.Popen(
+        _tiny_run(out, "--keep-run", str(run_dir)),
+        cwd=ROOT,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 240
+    report: dict = {}
+    while time.monotonic() < deadline and len(report.get("curve", [])) < 2:
+        assert process.poll() is None, process.communicate()[0]
+        time.sleep(0.2)
+        report = json.loads(out.read_text()) if out.is_file() else {}
+    assert report["stage"] == "training" and report["complete"] is False and report["untrained"] is not None
+    process.send_signal(signum)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 130, output
+    final = json.loads(out.read_text())
+    assert final["interrupted"] == "a stop signal during training" and final["complete"] is False
+    assert len(final["curve"]) >= 2 and final["curve"][: len(report["curve"])] == report["curve"]
+    assert final["env_steps"] >= final["curve"][-1]["env_steps"] > 0
+    assert final["trained"] is None  # the trained policy's evaluation did not run
+    assert load_checkpoint(run_dir)["trainer"]["env_steps"] == final["env_steps"]
+    assert f"INTERRUPTED (a stop signal during training); the report so far is in {out}" in output

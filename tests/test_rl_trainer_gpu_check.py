@@ -27,6 +27,7 @@ def test_cpu_run_writes_a_consistent_report(tmp_path):
     assert report == json.loads(json.dumps(returned))
     assert report["device"] == "cpu" and report["algo"] == "flashsac" and report["task"].startswith("g1_")
     assert report["env_steps"] == 2 * report["iterations"] and report["failures"] == []
+    assert report["compile"] is False and report["update_mode"] == "eager"  # compile=auto: eager on a CPU
     trend = report["reward_trend"]
     # One point per logging window; the run continued about 5 s past the first one.
     assert len(trend) == report["iterations"] // 2 >= 2

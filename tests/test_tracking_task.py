@@ -250,6 +250,27 @@ def test_fixed_starts_start_every_row_at_its_frame() -> None:
         cmd.fix_starts(torch.zeros(2, dtype=torch.int64), torch.tensor([0, 1]))
 
 
+@pytest.mark.slow
+def test_fixing_starts_on_a_compiled_env_after_its_first_reset_raises() -> None:
+    """Whether starts are fixed is a Python branch of the reset: a compiled env traced it at its
+    first reset (a captured one records it in the graph), so a later fix_starts would be ignored
+    there and raises instead; before the first reset it is taken, and an eager env takes it any time."""
+    zeros = torch.zeros(2, dtype=torch.int64)
+    env = make_env("g1_tracking", num_envs=2, compile=True, overrides=QUIET + NO_NOISE)
+    cmd = env.command_manager.get("motion")
+    cmd.fix_starts(zeros, torch.tensor([5, 9]))
+    env.reset()
+    assert env.step_frozen and cmd.frame.tolist() == [5, 9]
+    with pytest.raises(RuntimeError, match=r"fix_starts: the env's step is already compiled or captured"):
+        cmd.fix_starts(zeros, torch.tensor([3, 4]))
+    eager = make_env("g1_tracking", num_envs=2, compile=False, overrides=QUIET + NO_NOISE)
+    eager.reset()
+    assert not eager.step_frozen
+    eager.command_manager.get("motion").fix_starts(zeros, torch.tensor([3, 4]))
+    eager.reset()
+    assert eager.command_manager.get("motion").frame.tolist() == [3, 4]
+
+
 def test_residual_actions_need_a_command_with_reference_joints() -> None:
     with pytest.raises(KeyError, match="actions.params.reference_command: no command term 'dance'"):
         make_env("g1_tracking", num_envs=1, compile=False, overrides=QUIET + ["actions.params.reference_command=dance"])

@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--capture-task",
         default=KEY_TASK,
-        help=f"task of the physics, capture, replay and throughput checks (default: {KEY_TASK})",
+        help=f"task of the physics, capture, replay, throughput and solver A/B checks (default: {KEY_TASK})",
     )
     parser.add_argument("--no-compile", action="store_true", help="CUDA checks without torch.compile (faster start)")
     parser.add_argument("--verbose", action="store_true", help="show Warp's log lines (module loads)")

@@ -10,8 +10,8 @@ On a cold machine the doctor's first steps pay for every Warp module MJWarp and 
 **How a worker finds the modules.** Many MJWarp kernels are generated from the model on first use,
 so the modules a run loads are only known by running it. Each worker runs the same *walk* as the
 doctor (the task's eager step at ``num_envs`` and, in deterministic mode, at the replay check's
-size; the G1's physics with both solver loops of the A/B; the pendulum of the training-loop
-audit) with every Warp launch replaced by a load of the launched kernel's module, for the block
+size; the task's step with both solver loops of the A/B, forced resets included; the pendulum
+of the training-loop audit) with every Warp launch replaced by a load of the launched kernel's module, for the block
 size the launch would use, if the module is this worker's (a hash of its name picks one worker);
 nothing runs on the device. Kernels are created and modules loaded in the same order as in the
 real run, so each module is compiled with the hash the real run will ask the cache for. Warp
@@ -38,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-WALKS = ("task", "task_deterministic", "g1_solver_early_exit", "g1_solver_fixed", "pendulum")
+WALKS = ("task", "task_deterministic", "solver_early_exit", "solver_fixed", "pendulum")
 """What a worker walks, in the order the doctor first runs them."""
 
 
@@ -128,7 +128,7 @@ def walk(name: str, device: str, task: str, num_envs: int) -> None:
     import torch
 
     from unilab_gpu.envs.make_env import make_env
-    from unilab_gpu.sim.simulator import Simulator
+    from unilab_gpu.profiling.solver_ab import solver_arm_env
 
     if name in ("task", "task_deterministic", "pendulum"):
         deterministic = name == "task_deterministic"
@@ -147,9 +147,10 @@ def walk(name: str, device: str, task: str, num_envs: int) -> None:
         for _ in range(2):
             env.step(actions)
         return
-    sim = Simulator.from_file("g1", num_envs, device, keyframe="stand")
-    sim.model.opt.graph_conditional = name == "g1_solver_early_exit"
-    sim.step(4)
+    arm = name.removeprefix("solver_")
+    env = solver_arm_env(task, num_envs, device, arm)  # the A/B's own env (doctor.checks)
+    env.reset()
+    env.step(torch.zeros(env.num_envs, env.action_dim, device=env.device))
 
 
 def run_worker(

@@ -245,6 +245,13 @@ class ManagerBasedRlEnv:
         """Whether ``step`` replays a captured CUDA graph (after the first ``reset`` on CUDA)."""
         return self._graph is not None
 
+    @property
+    def step_frozen(self) -> bool:
+        """Whether the step's Python-level choices are fixed: after the first ``reset`` of a
+        compiled env (its regions were traced then) or of a captured one (the graph replays what
+        the capture recorded). Eager steps re-read every Python branch; these do not."""
+        return self._state != "built" and (self.compiled or self.captured)
+
     def describe(self) -> str:
         """:meth:`headline`, then the term table: every manager's terms with their dims, history,
         noise, clip and scale, weights, termination kinds, event modes and ``func``."""

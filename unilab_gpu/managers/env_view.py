@@ -69,6 +69,9 @@ class EnvView(Protocol):
         (``row_buffers.valid_row_mean``).
       terrain: the generated ground (``terrain.terrain.Terrain``: ``heights_at(xy)``, each row's
         ``level``, ``env_origin (N, 3)``), or None on a flat floor; built before every term.
+      step_frozen: whether the step's Python-level choices are fixed (its compiled regions traced
+        or its CUDA graph captured, at the first ``reset``): a term setting that the step reads
+        through a Python branch can no longer change, so a term's cold-path setter raises then.
     Write:
       reset_staging: the episode starts of the rows being reset (``env_ids (K,)``,
         ``qpos (K, nq)``, ``qvel (K, nv)``, ``episode_failed (K,)``); reset events edit it.
@@ -94,3 +97,4 @@ class EnvView(Protocol):
     stats: StatsRegistry
     state_valid: torch.Tensor
     terrain: Terrain | None
+    step_frozen: bool

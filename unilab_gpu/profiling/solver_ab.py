@@ -5,10 +5,16 @@ On CUDA the env's single graph runs MJWarp's solver for a fixed number of iterat
 kernels are launched), because MJWarp's early-exit loop (``wp.capture_while``, a conditional node)
 pauses the capture, which torch's capture cannot follow (``sim/capture.py``). The early exit could
 only be had by capturing physics in a Warp graph of its own, between two torch graphs. This A/B
-times both loops on the same worlds from the same seeded start, each captured by Warp itself
-(``wp.ScopedCapture``, as MJWarp's own benchmarks do) and replayed with ``wp.capture_launch``, so
-that only the solver loop differs. DESIGN.md sets the bar: split when the early exit saves more
-than :data:`SPLIT_THRESHOLD` of physics time.
+times both loops inside the same task's step, on the same seeded worlds driven by the same random
+actions with rows ending every step (so the solver sees walking, falling and freshly reset robots,
+not a quiet standing batch): each arm's physics is captured by Warp itself (``wp.ScopedCapture``,
+as MJWarp's own benchmarks do) and replayed with ``wp.capture_launch`` in place of the env's
+physics call, the rest of the step runs eagerly, and CUDA events around the physics phase time it
+(``profiling.phase_clock``). Only the solver loop differs. DESIGN.md sets the bar: split when the
+early exit saves more than :data:`SPLIT_THRESHOLD` of physics time.
+
+Each arm runs on a torch stream of its own, as the env's capture does: CUDA refuses to capture
+on the legacy default stream, which is torch's current stream unless one is entered.
 
 On CPU MJWarp ignores ``graph_conditional`` (``solver.py`` enables it on CUDA devices only): both
 arms run the same loop, eagerly, which checks the mechanics and nothing else.
@@ -16,22 +22,29 @@ arms run the same loop, eagerly, which checks the mechanics and nothing else.
 
 from __future__ import annotations
 
-import time
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 import warp as wp
 
+from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.envs.manager_based_rl_env import STEP_PHASES, ManagerBasedRlEnv
+from unilab_gpu.profiling.forced_resets import forced_resets_override
+from unilab_gpu.profiling.phase_clock import make_phase_clock
 from unilab_gpu.sim.capture import capture_unsupported_reason
-from unilab_gpu.sim.device import resolve_device, torch_stream_scope
-from unilab_gpu.sim.simulator import Simulator
+from unilab_gpu.sim.device import resolve_device, torch_stream_scope, warp_stream
 
 SPLIT_THRESHOLD = 0.05
 """Fraction of physics time the early exit must save for a split capture to be worth it."""
 
 ARMS = ("early_exit", "fixed")
 """``graph_conditional`` on (MJWarp's default) and off (what our single graph runs)."""
+
+RESETS_PER_STEP = 1 / 32
+"""Fraction of rows forced to end every step (besides the task's own terminations)."""
 
 
 def split_capture_worth_it(early_exit_ms: float, fixed_ms: float) -> tuple[float, bool]:
@@ -40,26 +53,49 @@ def split_capture_worth_it(early_exit_ms: float, fixed_ms: float) -> tuple[float
     return saving, saving > SPLIT_THRESHOLD
 
 
+def solver_arm_env(task: str, num_envs: int, device: str | torch.device, arm: str, seed: int = 0) -> ManagerBasedRlEnv:
+    """``task``'s eager env (no compile, no capture) for one arm: ``graph_conditional`` set for
+    ``arm`` and :data:`RESETS_PER_STEP` of the rows forced to end every step. The warm tool
+    (``doctor.warm``) builds the same env, so that it compiles the modules this A/B loads."""
+    if arm not in ARMS:
+        raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
+    rows = max(1, round(num_envs * RESETS_PER_STEP))
+    env = make_env(
+        task,
+        num_envs,
+        device,
+        overrides=[forced_resets_override(rows)],
+        seed=seed,
+        compile=False,
+        capture=False,
+        announce=False,
+    )
+    env.sim.model.opt.graph_conditional = arm == "early_exit"
+    return env
+
+
 def solver_early_exit_ab(
-    robot: str,
+    task: str,
     num_envs: int,
     device: str | torch.device,
-    substeps: int = 4,
     steps: int = 50,
+    warmup: int = 5,
     seed: int = 0,
-    keyframe: str = "stand",
 ) -> dict[str, Any]:
-    """Time ``substeps`` physics steps with each solver loop on the same seeded worlds.
+    """Time the physics of ``task``'s step with each solver loop on the same seeded worlds.
 
-    Returns a dict with ``early_exit_ms`` and ``fixed_ms`` (median per env step), the mean
-    solver iterations each used (``*_mean_iterations``), ``max_iterations``, ``saving``,
-    ``split_capture``, the largest ``|qpos|`` difference between the arms after the timed steps
-    (``qpos_max_diff``: the same physics, up to contact-order rounding), and ``skipped`` (why the
-    A/B could not run here, else ``None``).
+    Every step draws uniform random actions in ``[-1, 1]`` (one generator per arm, same seed) and
+    ends :data:`RESETS_PER_STEP` of the rows. Returns a dict with ``early_exit_ms`` and
+    ``fixed_ms`` (median physics time per env step), the mean solver iterations of the last
+    step's worlds (``*_mean_iterations``), ``max_iterations``, ``episodes_ended`` per arm,
+    ``saving``, ``split_capture``, the largest ``|qpos|`` difference between the arms at the end
+    (``qpos_max_diff``: 0 on CPU, where both arms run the same loop; on CUDA the arms stop their
+    solvers at different iterations, so their worlds drift apart), and ``skipped`` (why the A/B
+    could not run here, else ``None``).
     """
     device = resolve_device(device)
-    result: dict[str, Any] = {"robot": robot, "num_envs": num_envs, "substeps": substeps, "steps": steps}
-    result["device"], result["skipped"] = str(device), None
+    result: dict[str, Any] = {"task": task, "num_envs": num_envs, "steps": steps, "warmup": warmup}
+    result.update(device=str(device), skipped=None, resets_per_step=max(1, round(num_envs * RESETS_PER_STEP)))
     if device.type == "cuda":
         reason = capture_unsupported_reason(device)
         if reason is None and not wp.is_conditional_graph_supported():
@@ -69,57 +105,90 @@ def solver_early_exit_ab(
             return result
     qpos = {}
     for arm in ARMS:
-        sim = Simulator.from_file(robot, num_envs, device, keyframe=keyframe)
-        sim.model.opt.graph_conditional = arm == "early_exit"
-        generator = torch.Generator(device).manual_seed(seed)  # the same start in both arms
-        noise = torch.randn(sim.state.qvel.shape, device=device, generator=generator)
-        sim.state.qvel.add_(0.5 * noise)
-        step = _captured_step(sim, substeps)
-        ms = _time(step, sim.torch_device, steps)
-        iterations = wp.to_torch(sim.data.solver_niter).float().mean()
-        result[f"{arm}_ms"] = float(np.median(ms))
-        result[f"{arm}_mean_iterations"] = float(iterations)
-        result["max_iterations"] = int(sim.model.opt.iterations)
-        qpos[arm] = sim.state.qpos.clone()
-        del sim, step
+        env = solver_arm_env(task, num_envs, device, arm, seed)
+        with _arm_stream(device):
+            env.reset()
+            ms = _time_physics(env, steps, warmup, seed)
+            iterations = wp.to_torch(env.sim.data.solver_niter).float().mean()
+            result[f"{arm}_ms"] = float(np.median(ms))
+            result[f"{arm}_mean_iterations"] = float(iterations)
+            result[f"{arm}_episodes_ended"] = float(env.stats.episodes)
+            result["substeps"] = env.cfg.decimation
+            result["max_iterations"] = int(env.sim.model.opt.iterations)
+            qpos[arm] = env.sim.state.qpos.clone()
+        env.close()
+        del env
     result["saving"], result["split_capture"] = split_capture_worth_it(result["early_exit_ms"], result["fixed_ms"])
     result["qpos_max_diff"] = float((qpos["early_exit"] - qpos["fixed"]).abs().max())
     return result
 
 
-def _captured_step(sim: Simulator, substeps: int):
-    """``sim.step(substeps)`` as Warp's own graph on CUDA (after one eager step loads the
-    modules); on CPU the eager step (the simulator replays its own Warp CPU graph)."""
-    sim.step(substeps)
+@contextlib.contextmanager
+def _arm_stream(device: torch.device) -> Iterator[None]:
+    """On CUDA: a fresh torch stream made current for the arm (after the caller's work), and the
+    caller's stream made to wait for it at the end; on CPU nothing."""
+    if device.type != "cuda":
+        yield
+        return
+    with torch.cuda.device(device):
+        caller = torch.cuda.current_stream(device)
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(caller)
+        try:
+            with torch.cuda.stream(stream):
+                yield
+        finally:
+            caller.wait_stream(stream)
+            torch.cuda.synchronize(device)
+
+
+def _time_physics(env: ManagerBasedRlEnv, steps: int, warmup: int, seed: int) -> np.ndarray:
+    """Milliseconds of the physics phase of each of ``steps`` env steps (after ``warmup`` steps),
+    with the arm's physics replayed from its own Warp graph on CUDA."""
+    generator = torch.Generator(env.device).manual_seed(seed)
+    clock = make_phase_clock(STEP_PHASES, steps, env.device)
+    with _physics_replayed(env):
+        for i in range(warmup + steps):
+            actions = torch.rand(env.num_envs, env.action_dim, device=env.device, generator=generator) * 2 - 1
+            env.set_actions(actions)
+            if i < warmup:
+                env.run_step_body()
+                continue
+            clock.start(i - warmup)
+            env.run_step_body(clock.marker(i - warmup))
+        ms = clock.read()
+    return ms[:, STEP_PHASES.index("physics")]
+
+
+@contextlib.contextmanager
+def _physics_replayed(env: ManagerBasedRlEnv) -> Iterator[None]:
+    """The env's ``sim.step`` replaced, for the block, by a replay of Warp's own graph of it.
+
+    The early-exit loop needs Warp's capture (its conditional nodes); eagerly, ``capture_while``
+    would read its condition back to the host at every iteration. On CPU the simulator's step is
+    kept (it already replays Warp CPU graphs). Must be entered on the arm's (non-default) stream.
+    """
+    sim = env.sim
     if sim.torch_device.type != "cuda":
-        return lambda: sim.step(substeps)
-    with torch_stream_scope(sim.wp_device):  # Warp's current stream is torch's, as in the env
-        with wp.ScopedCapture(device=sim.wp_device, force_module_load=False) as capture:
+        yield
+        return
+    substeps = env.cfg.decimation
+    sim.step(substeps)  # loads the modules (eagerly: capture_while syncs here, outside the timing)
+    stream = warp_stream(torch.cuda.current_stream(sim.torch_device))
+    with torch_stream_scope(sim.wp_device):  # Warp's current stream is the arm's torch stream
+        with wp.ScopedCapture(stream=stream, force_module_load=False) as capture:
             sim.step(substeps)
     graph = capture.graph
 
-    def replay() -> None:
+    def replay(count: int = substeps) -> None:
+        if count != substeps:
+            raise ValueError(f"the captured physics runs {substeps} substeps, asked for {count}")
         with torch_stream_scope(sim.wp_device):
             wp.capture_launch(graph)
 
-    return replay
-
-
-def _time(step, device: torch.device, steps: int) -> np.ndarray:
-    """Milliseconds per call of ``step``: CUDA events read after one synchronize, else perf_counter."""
-    step()  # one more warm call (the graph's first launch uploads it)
-    if device.type == "cuda":
-        stream = torch.cuda.current_stream(device)
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
-        events[0].record(stream)
-        for i in range(steps):
-            step()
-            events[i + 1].record(stream)
-        torch.cuda.synchronize(device)
-        return np.array([events[i].elapsed_time(events[i + 1]) for i in range(steps)])
-    ms = np.empty(steps)
-    for i in range(steps):
-        start = time.perf_counter()
-        step()
-        ms[i] = (time.perf_counter() - start) * 1e3
-    return ms
+    replaced: Callable[..., None] = replay
+    sim.step = replaced  # type: ignore[method-assign]  # this instance only; removed below
+    try:
+        yield
+    finally:
+        del sim.step

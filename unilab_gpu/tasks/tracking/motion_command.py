@@ -228,6 +228,7 @@ class MotionCommand:
         self._robot = env.robot
         self._sim_state = env.sim.state
         self._fixed_starts: tuple[torch.Tensor, torch.Tensor] | None = None  # see fix_starts()
+        self._env = env  # fix_starts() asks it whether the step is still open to Python-level changes
         if termination_curriculum is not None:
             env.stats.register("motion/termination_scale", self.termination_curriculum.scale)
             env.stats.register("motion/failure_rate_ema", self.termination_curriculum.failure_rate)
@@ -368,7 +369,19 @@ class MotionCommand:
     def fix_starts(self, clip: torch.Tensor, frame: torch.Tensor) -> None:
         """From the next reset on, row ``i`` starts every episode at ``frame[i]`` of ``clip[i]``
         (both ``(num_envs,)`` int64) instead of a sampled start: a fixed set of starts that an
-        evaluation shares between policies. The sampler still learns from the episodes' ends."""
+        evaluation shares between policies. The sampler still learns from the episodes' ends.
+
+        Raises:
+          RuntimeError: the env's step is compiled or captured and has been reset already
+            (``env.step_frozen``): whether starts are fixed is a Python branch of the reset, fixed
+            in the traced regions and the CUDA graph, so the call would be ignored.
+        """
+        if self._env.step_frozen:
+            raise RuntimeError(
+                "fix_starts: the env's step is already compiled or captured (at its first reset()), which fixed "
+                "whether starts are sampled; call fix_starts before the env's first reset(), or build it with "
+                "compile=False, capture=False"
+            )
         if clip.shape != (self.num_envs,) or frame.shape != (self.num_envs,):
             raise ValueError(f"fix_starts: clip and frame must have shape ({self.num_envs},)")
         length = self.library.clip_length[clip]
