@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from collections.abc import Sequence
@@ -55,7 +56,7 @@ def _load(task: str, overrides: Sequence[str]) -> tuple[EnvCfg, Path | None]:
     ConfigStore.instance().store(name=SCHEMA_NAME, node=EnvCfg)
     robot_file = None
     try:
-        composed, robot = _compose(task, overrides)
+        composed, robot = _compose_checked(task, overrides)
         robot_file = robot_config_file(robot)
         env_cfg: EnvCfg = OmegaConf.to_object(composed)  # type: ignore[assignment]
     except (HydraException, OmegaConfBaseException) as error:
@@ -139,6 +140,64 @@ def _compose(task: str, overrides: Sequence[str]) -> tuple[DictConfig, str | Non
     with open_dict(cfg):
         del cfg["hydra"]
     return cfg, robot
+
+
+def _compose_checked(task: str, overrides: Sequence[str]) -> tuple[DictConfig, str | None]:
+    """``_compose``, refusing a ``+key`` no field of the schema defines.
+
+    Hydra's ``+`` adds a key even into a typed section (``+episode_lenght_s=5``, ``+actions.kind``,
+    ``+terrain.num_level=0``), and ``OmegaConf.to_object`` then drops it: the run would go on with
+    the default. Keys added into a plain mapping (a term table, a term's ``params``, a robot's
+    ``pose_weights``) are left to the checks of those (``typed_terms``, ``check_params``).
+    """
+    added = [o for o in overrides if o.startswith("+")]
+    try:
+        composed, robot = _compose(task, overrides)
+    except AssertionError:  # OmegaConf's answer to a '+' below a section that is null
+        composed = _compose(task, [o for o in overrides if o not in added])[0]
+        problem = next(filter(None, (_added_key_problem(composed, o) for o in added)), None)
+        if problem is None:
+            raise
+        raise ValueError(f"task '{task}': {problem}") from None
+    for override in added:
+        problem = _added_key_problem(composed, override)
+        if problem is not None:
+            raise ValueError(f"task '{task}': {problem}")
+    return composed, robot
+
+
+def _added_key_problem(cfg: DictConfig, override: str) -> str | None:
+    """Why the ``+key=value`` ``override`` adds a key no schema field defines, or ``None``; walks
+    ``key`` down ``cfg`` (the composed config) through its typed sections."""
+    key = _override_key(override)
+    node: object = cfg
+    path: list[str] = []
+    for part in key.split("."):
+        where = ".".join(path)
+        if node is None:
+            choices = sorted({f.stem for root in config_roots() for f in (root / where).glob("*.yaml")})
+            pick = f"pick one first, e.g. '{where}={choices[0]}' (choices: {', '.join(choices)})" if choices else (
+                "give the whole section first"
+            )
+            return f"'{override}' sets a key of '{where}', which is null in this task: {pick}"
+        schema = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
+        if schema is None or not dataclasses.is_dataclass(schema):
+            return None  # a plain mapping: its own checks name unknown keys
+        fields = [f.name for f in dataclasses.fields(schema)]
+        if part not in fields:
+            full = f"{where}.{part}" if where else part
+            if full in LEGACY_ACTION_KEYS:
+                return _legacy_actions(full)
+            close = difflib.get_close_matches(part, fields, n=3)
+            prefix = f"{where}." if where else ""
+            hint = f"did you mean {' or '.join(repr(prefix + c) for c in close)}? " if close else ""
+            return (
+                f"'{override}' adds '{full}', which no field of the task config defines ({hint}"
+                "keys the config has are set without '+')"
+            )
+        node = node[part]
+        path.append(part)
+    return None
 
 
 def _search_path(primary: Path) -> str:
