@@ -35,7 +35,10 @@ def _error(capsys) -> str:
         ("commands.motion.params.motion_files=[a.npz]", "names 'commands', which no key of the train config"),
         ("+terrain.num_levels=0", "names 'terrain', which no key of the train config defines"),
         ("terrain=rough", "\"env.overrides=['terrain=rough']\""),
-        ("+tota_env_steps=5", "names 'tota_env_steps', which no key of the train config defines (did you mean 'total_env_steps'?"),
+        (
+            "+tota_env_steps=5",
+            "names 'tota_env_steps', which no key of the train config defines (did you mean 'total_env_steps'?",
+        ),
         ("eval.evry=0", "(did you mean 'eval.every'?"),
     ],
 )
@@ -48,14 +51,20 @@ def test_train_override_of_an_unknown_key_is_refused_naming_it(tmp_path, capsys,
 @pytest.mark.parametrize(
     ("task", "override", "message"),
     [
-        ("g1_tracking", "+episode_lenght_s=5", "adds 'episode_lenght_s', which no field of the task config defines "
-         "(did you mean 'episode_length_s'?"),
+        (
+            "g1_tracking",
+            "+episode_lenght_s=5",
+            "adds 'episode_lenght_s', which no field of the task config defines (did you mean 'episode_length_s'?",
+        ),
         ("go2_velocity_rough", "+terrain.num_level=0", "(did you mean 'terrain.num_levels'?"),
         ("g1_tracking", "+sim.foo=1", "adds 'sim.foo', which no field of the task config defines"),
         ("g1_tracking", "+robot.bas_height=1", "(did you mean 'robot.base_height'"),
         ("g1_tracking", "+actions.kind=joint_position", "'actions.kind' is the old form of the action config"),
-        ("go2_velocity", "+terrain.num_levels=0", "sets a key of 'terrain', which is null in this task: pick one "
-         "first, e.g. 'terrain=rough'"),
+        (
+            "go2_velocity",
+            "+terrain.num_levels=0",
+            "sets a key of 'terrain', which is null in this task: pick one first, e.g. 'terrain=rough'",
+        ),
     ],
 )
 def test_task_override_adding_a_key_no_field_defines_is_refused(task, override, message):

@@ -20,7 +20,7 @@ from unilab_gpu import list_tasks
 from unilab_gpu.envs.env_cfg import EnvCfg, typed_terms
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.envs.robot_check import check_robot
-from unilab_gpu.paths import config_roots, robot_asset, robot_config_file
+from unilab_gpu.paths import config_roots, group_choices, robot_asset, robot_config_file
 from unilab_gpu.utils.overrides import override_syntax_problem
 
 SCHEMA_NAME = "env_cfg_schema"
@@ -175,9 +175,11 @@ def _added_key_problem(cfg: DictConfig, override: str) -> str | None:
     for part in key.split("."):
         where = ".".join(path)
         if node is None:
-            choices = sorted({f.stem for root in config_roots() for f in (root / where).glob("*.yaml")})
-            pick = f"pick one first, e.g. '{where}={choices[0]}' (choices: {', '.join(choices)})" if choices else (
-                "give the whole section first"
+            choices = group_choices(where)
+            pick = (
+                f"pick one first, e.g. '{where}={choices[0]}' (choices: {', '.join(choices)})"
+                if choices
+                else "give the whole section first"
             )
             return f"'{override}' sets a key of '{where}', which is null in this task: {pick}"
         schema = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None

@@ -78,15 +78,13 @@ def _unknown_key_problem(overrides: Sequence[str]) -> str | None:
             continue
         node: Any = base
         parts = key.split(".")
-        for depth, part in enumerate(parts):
-            if not isinstance(node, DictConfig) or part not in node:
-                break
-            node = node[part]
-        else:
-            continue
-        if not isinstance(node, DictConfig):
-            continue  # below a value (a list, a null): Hydra names that itself
-        prefix = ".".join(parts[:depth])
+        depth = 0  # parts[:depth] are keys of the config
+        while depth < len(parts) and isinstance(node, DictConfig) and parts[depth] in node:
+            node = node[parts[depth]]
+            depth += 1
+        if depth == len(parts) or not isinstance(node, DictConfig):
+            continue  # a key of the config, or below a value (a list, a null): Hydra names that itself
+        part, prefix = parts[depth], ".".join(parts[:depth])
         close = difflib.get_close_matches(part, [str(k) for k in node], n=3)
         hint = f"did you mean {' or '.join(repr(f'{prefix}.{c}' if prefix else c) for c in close)}? " if close else ""
         return (
