@@ -272,7 +272,13 @@ def make_env(
 def _check_robot_model(task: str, cfg: EnvCfg, robot_file: Path | None) -> None:
     """Compile the robot's MJCF with MuJoCo and check it and the robot config against each other
     (``envs.robot_check``), so a bad robot fails in one line before the env is built."""
-    model_file = Path(cfg.sim.model) if cfg.sim.model.endswith(".xml") else robot_asset(cfg.sim.model)
+    where = f"robot config {robot_file}: 'model'" if robot_file is not None else "'sim.model'"
+    try:
+        model_file = Path(cfg.sim.model) if cfg.sim.model.endswith(".xml") else robot_asset(cfg.sim.model)
+    except FileNotFoundError as error:
+        raise ValueError(f"task '{task}': {where}: {error}") from None
+    if not model_file.is_file():
+        raise ValueError(f"task '{task}': {where}: no MJCF file at {model_file}")
     try:
         model = mujoco.MjModel.from_xml_path(str(model_file))
     except ValueError as error:  # MuJoCo's compiler: e.g. a keyframe of the wrong size
