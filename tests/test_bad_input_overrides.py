@@ -107,3 +107,12 @@ def test_algo_keys_are_left_to_the_algo_config_which_refuses_unknown_ones():
         algo_config(cfg.algo)
     with pytest.raises(ConfigError, match="tota_env_steps"):
         compose_train_config(["+tota_env_steps=5"])
+
+
+def test_a_name_the_env_does_not_know_is_one_line_without_a_traceback(tmp_path, capsys):
+    """The env raises ``KeyError`` for an unknown name; ``unilab-train`` answers it like any bad input."""
+    override = "env.overrides=['actions.params.actuator_names=[motor]']"
+    assert main([*TINY, "total_env_steps=8", f"run_root={tmp_path}", override]) == 2
+    err = _error(capsys)
+    assert err.startswith("unilab-train: error: actions.params.actuator_names: unknown actuator name 'motor'"), err
+    assert list(tmp_path.iterdir()) == []
