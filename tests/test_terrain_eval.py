@@ -122,3 +122,25 @@ def test_a_terrain_name_of_nested_yaml_aliases_fails_at_once(tmp_path, monkeypat
     err = capsys.readouterr().err.strip()
     assert err.startswith("unilab-eval: error: --terrain: ") and "values through YAML aliases" in err, err
     assert "\n" not in err
+
+
+def test_ctrl_c_reports_and_writes_the_seconds_walked_before_it(tmp_path, capsys, monkeypatch) -> None:
+    from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
+
+    real_step, calls = ManagerBasedRlEnv.step, []
+
+    def interrupted_at_the_fifth(self, actions):
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return real_step(self, actions)
+
+    monkeypatch.setattr(ManagerBasedRlEnv, "step", interrupted_at_the_fifth)
+    onnx = Path(__file__).resolve().parents[1] / "docs" / "policies" / "go2_velocity_sac.onnx"
+    out = tmp_path / "eval.json"
+    argv = ["--onnx", str(onnx), "--terrain", "slopes_stairs_eval", "--seconds", "1", "--rows-per-column", "1"]
+    assert main([*argv, "--device", "cpu", "--out", str(out)]) == 130
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True and report["seconds"] == pytest.approx(4 * 0.02)
+    assert report["overall"]["rows"] == 4
+    assert "interrupted; the report covers the 0.08 s walked before it" in capsys.readouterr().out

@@ -15,7 +15,8 @@ error, joint-velocity RMS error and end-effector position and orientation errors
 steps before each trial ended (:mod:`unilab_gpu.evaluation.tracking`). ``--out`` writes the
 report as JSON (atomically; an existing file needs ``--force``, and no input of the evaluation, the
 checkpoint, ``--onnx``, ``--motion`` or the terrain file, is ever replaced). Ctrl-C stops it
-without a report (exit status 130).
+(exit status 130): a terrain evaluation then reports, and writes, the seconds walked before it;
+before the first step, or in a tracking evaluation, nothing is written.
 
 With ``--terrain NAME`` (or a YAML file, as ``unilab-sim2sim --terrain`` takes) a velocity policy
 walks ``--seconds`` at ``--command`` on each sub-terrain of ``configs/terrain/NAME.yaml``,
@@ -162,6 +163,9 @@ def _terrain(args: argparse.Namespace, argv: list[str], trained, device: str) ->
     if args.out is not None:
         write_json_atomic(args.out, portable_paths(report))
         print(f"report: {args.out}")
+    if report["interrupted"]:
+        print(f"unilab-eval: interrupted; the report covers the {report['seconds']:g} s walked before it")
+        return INTERRUPTED_EXIT_CODE
     return 0
 
 

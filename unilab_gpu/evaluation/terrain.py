@@ -168,17 +168,24 @@ def evaluate_on_terrain(
     walked = torch.zeros(env.num_envs, device=env.device)
     errors = {name: torch.zeros(env.num_envs, device=env.device) for name in ("lin_vel_error", "yaw_rate_error")}
     standing_steps = torch.zeros(env.num_envs, device=env.device)
-    for _ in progress_bar(range(steps), "unilab-eval", "step") if progress else range(steps):
-        result = env.step(policy(obs))
-        obs = result.obs
-        # Before this step's resets touched a row: a row that fell is scored up to its fall.
-        fell = result.terminated & result.valid
-        standing &= ~fell
-        still = standing.float()
-        for name, value in twist.row_errors().items():  # where, not a product: a diverged row's NaN
-            errors[name] += torch.where(standing, value, torch.zeros_like(value))
-        standing_steps += still
-        walked = torch.where(standing, torch.linalg.vector_norm(env.robot.root_pos_w[:, :2] - start, dim=1), walked)
+    done = 0
+    try:
+        for _ in progress_bar(range(steps), "unilab-eval", "step") if progress else range(steps):
+            result = env.step(policy(obs))
+            obs = result.obs
+            # Before this step's resets touched a row: a row that fell is scored up to its fall.
+            fell = result.terminated & result.valid
+            standing &= ~fell
+            still = standing.float()
+            for name, value in twist.row_errors().items():  # where, not a product: a diverged row's NaN
+                errors[name] += torch.where(standing, value, torch.zeros_like(value))
+            standing_steps += still
+            walked = torch.where(standing, torch.linalg.vector_norm(env.robot.root_pos_w[:, :2] - start, dim=1), walked)
+            done += 1
+    except KeyboardInterrupt:  # Ctrl-C: the report covers the steps completed, as a shorter run would
+        if done == 0:
+            raise
+    interrupted, steps = done < steps, done
     grid = env.terrain_grid
     types = [grid.column_types[c] for c in env.terrain.column.tolist()]
     required = MIN_PROGRESS * math.hypot(float(command[0]), float(command[1])) * steps * env.step_dt
@@ -198,6 +205,7 @@ def evaluate_on_terrain(
         "terrain_config": dataclasses.asdict(env.cfg.terrain),
         "command": [float(c) for c in command],
         "seconds": steps * env.step_dt,
+        "interrupted": interrupted,
         "rows_per_column": rows_per_column,
         "yaw_range_rad": yaw_range,
         "required_distance_m": required,
