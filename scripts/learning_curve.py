@@ -62,7 +62,14 @@ from unilab_gpu.rl.logger import RecordingLogger
 from unilab_gpu.training.config import compose_train_config, resolve_auto
 from unilab_gpu.training.run import build_run
 from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE, stop_on_signals
-from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_atomic, write_json_atomic
+from unilab_gpu.utils.files import (
+    OutputPathError,
+    check_output,
+    holds_run,
+    portable_paths,
+    write_atomic,
+    write_json_atomic,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_CLIP = ROOT.parent / "shared" / "motions" / "g1" / "largebox_carry.npz"
@@ -531,6 +538,10 @@ def check_outputs(args: argparse.Namespace) -> None:
             raise fail(f"{option}: {path} is inside --keep-run {args.keep_run}; a run folder holds the run's own files")
     if args.plot is not None and args.plot.resolve() == args.out.resolve():
         raise fail(f"--plot: {args.plot} is also --out; give the plot its own file")
+    keep = args.keep_run
+    if keep is not None and keep.exists() and (not keep.is_dir() or any(keep.iterdir())):
+        what = "a run folder" if holds_run(keep) else "a folder that is not empty" if keep.is_dir() else "a file"
+        raise fail(f"--keep-run: {keep} is {what}; give a new or empty folder (a run folder is never reused)")
 
 
 def read_report(path: Path) -> dict:

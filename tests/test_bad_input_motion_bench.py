@@ -319,3 +319,35 @@ def test_bench_flags_and_overrides_are_named_as_typed(tmp_path, argv, message):
         bench_cli.main([*BENCH, "--out", str(tmp_path / "b.json"), *argv])
     assert str(exit_info.value).startswith(message) or message in str(exit_info.value)
     assert "\n" not in str(exit_info.value) and list(tmp_path.iterdir()) == []
+
+
+# -- issue 46: arrays with the wrong number of axes, robots clips cannot describe --
+
+
+@pytest.mark.parametrize(
+    ("key", "reshape", "message"),
+    [
+        (
+            "joint_pos",
+            lambda a: np.stack([a, a], axis=1),
+            r"'joint_pos' has shape \(11, 2, 29\), expected \(frames, "
+            r"joint columns\) with at least one frame",
+        ),
+        ("body_pos_w", lambda a: a[:, :, 0], r"'body_pos_w' has shape \(11, 30\), expected \(frames, bodies, 3\)"),
+    ],
+)
+def test_an_array_with_the_wrong_number_of_axes_is_named_with_its_layout(tmp_path, clip, kin, key, reshape, message):
+    arrays = _beyondmimic(clip)
+    arrays[key] = reshape(arrays[key])
+    arrays["joint_names"] = np.array(kin.joint_names)  # names that agree with a 2-D joint_pos's columns
+    path = tmp_path / "bad_axes.npz"
+    np.savez(path, **arrays)
+    with pytest.raises(MotionFormatError, match=message) as error:
+        load_motion(path, kinematics=kin)
+    assert "\n" not in str(error.value)
+
+
+def test_mirror_for_a_robot_without_a_floating_base_is_one_line(tmp_path, capsys):
+    code, err = _motion(capsys, "mirror", str(tmp_path / "in.npz"), str(tmp_path / "out.npz"), "--robot", "pendulum")
+    assert code == 2 and err.strip().count("\n") == 0
+    assert "--robot pendulum: RobotKinematics needs a model whose first joint is a free joint" in err

@@ -567,3 +567,18 @@ def test_play_refuses_non_finite_seconds_and_corrupt_onnx(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"unilab-play: error: --onnx: {corrupt} is not a readable ONNX policy (")
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_full_disk_at_the_first_checkpoint_is_one_line_and_leaves_no_folder(tmp_path, capsys, monkeypatch):
+    """Issue 46: the first checkpoint is written while the run folder is made; a full disk there is
+    one line, and no half-made run folder stays behind."""
+
+    def disk_full(path, payload):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(training_run, "save_checkpoint", disk_full)
+    assert main([*TINY, "total_env_steps=8", f"run_root={tmp_path}"]) == 2
+    err = _error(capsys)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "cannot create the run folder" in err and "No space left on device (writing " in err
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # nothing of the run was kept

@@ -107,6 +107,7 @@ def test_dict_observations_and_bad_setup() -> None:
         (np.full((N, 1), 0.5 + 1j), "complex128"),  # torch would drop the imaginary part
         (torch.ones(N, 1, dtype=torch.bool), "bool"),
         ([[0.1], [0.2, 0.3], [0.4], [0.5]], "rows of different lengths"),
+        (torch.zeros(N, 1, device="meta"), "a tensor on the 'meta' device (no values)"),
     ],
 )
 def test_actions_that_are_not_real_numbers_are_one_line(bad, kind) -> None:

@@ -195,6 +195,11 @@ def test_budgets_and_outputs_are_refused_before_any_work(tmp_path, capsys, monke
             "is inside --keep-run",
         ),
         (["--out", str(tmp_path / "a_file" / "x.json")], "cannot write"),
+        (
+            ["--out", new, "--keep-run", str(run)],
+            f"--keep-run: {run} is a run folder; give a new or empty folder (a run folder is never reused)",
+        ),
+        (["--out", new, "--keep-run", str(tmp_path / "a_file")], f"--keep-run: {tmp_path / 'a_file'} is a file"),
     ]
     (tmp_path / "a_file").write_text("")
     for extra, message in cases:

@@ -128,6 +128,16 @@ BAD_ROBOT_CONFIGS = {
         {"base_height": "tall"},
         (ROBOT_FILE, "bad key 'base_height': Value 'tall' of type 'str' could not"),
     ),
+    "negative base height": (
+        {"base_height": -0.5},
+        (ROBOT_FILE, "'base_height' must be in (0, 10] m (the root body's height standing), got -0.5"),
+    ),
+    "fall height above the base": ({"fall_height": 2.0}, (ROBOT_FILE, "'fall_height' must be in [0, base_height = ")),
+    "missing MJCF": (
+        {"model": "no_such_robot"},
+        (ROBOT_FILE, "'model': robot asset 'no_such_robot/scene.xml' not found"),
+    ),
+    "missing MJCF file": ({"model": "/no/such/robot.xml"}, (ROBOT_FILE, "'model': no MJCF file at /no/such/robot.xml")),
 }
 
 

@@ -16,6 +16,7 @@ from unilab_gpu.cli.train import main
 from unilab_gpu.envs.make_env import load_task_cfg
 from unilab_gpu.rl.checkpoint import RUN_CONFIG_MAX_BYTES, RunFolderError, load_checkpoint, load_run_config
 from unilab_gpu.utils.overrides import override_syntax_problem
+from unilab_gpu.utils.yaml_files import expanded_values
 
 
 def alias_bomb(levels: int = 9, width: int = 9) -> str:
@@ -51,11 +52,9 @@ def test_an_alias_bomb_is_refused_at_once(tmp_path):
 def test_a_few_aliases_still_load(tmp_path):
     from omegaconf._utils import get_yaml_loader
 
-    from unilab_gpu.rl import checkpoint
-
     text = "a: &a [x, y, z]\nb: [*a, *a, *a]\n"
     # root (1), keys a and b (2), list a with 3 items (4), list b (1) holding 3 copies of list a (12)
-    assert checkpoint._expanded_values(yaml.compose(text, Loader=get_yaml_loader())) == 1 + 2 + 4 + 1 + 12
+    assert expanded_values(yaml.compose(text, Loader=get_yaml_loader())) == 1 + 2 + 4 + 1 + 12
     assert load_run_config(_write(tmp_path, text)).b[2][1] == "y"
 
 

@@ -371,6 +371,11 @@ def _terrain_file(tmp_path: Path, text: str) -> str:
     return str(path)
 
 
+ALIAS_BOMB = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 12)
+)
+"""Under 1 kB of YAML that OmegaConf would expand to 10^12 values."""
+
 BAD_OPTIONS = {
     "level out of range": (["--terrain-level", "2"], "--terrain-level: 2 is not a level of the terrain (0 to 1)"),
     "negative level": (["--terrain-level", "-1"], "--terrain-level: -1 is not a level of the terrain (0 to 1)"),
@@ -382,7 +387,8 @@ BAD_OPTIONS = {
     ),
     "missing file": (["--terrain", "{tmp}/nope.yaml"], "--terrain: no terrain file at {tmp}/nope.yaml"),
     "no terrain mapping": (["--terrain", "file:seed: 3\n"], "is neither a terrain config"),
-    "not yaml": (["--terrain", "file:terrain: [unclosed\n"], "is not a readable YAML config"),
+    "not yaml": (["--terrain", "file:terrain: [unclosed\n"], "is not valid YAML: expected ',' or ']'"),
+    "alias bomb": (["--terrain", f"file:{ALIAS_BOMB}"], "values through YAML aliases (&anchor / *alias), more than"),
     "bad terrain value": (
         ["--terrain", "file:terrain: {num_levels: 0}\n"],
         "'terrain.num_levels' must be an integer >= 1, got 0",
@@ -433,3 +439,14 @@ def test_a_terrain_config_file_reads_as_the_same_mapping_as_a_task_section(tmp_p
     wrapped.write_text("terrain:\n" + "".join(f"  {line}\n" for line in group_file.read_text().splitlines()))
     assert bare == read_terrain_file(wrapped)
     assert list(bare["sub_terrains"]) == ["slope_down", "slope_up", "stairs_down", "stairs_up"]
+    assert read_terrain_file("slopes_stairs_eval") == bare  # a terrain name, as unilab-eval --terrain takes
+
+
+def test_a_terrain_file_of_nested_aliases_is_refused_at_once(tmp_path) -> None:
+    from unilab_gpu.export.sim2sim import read_terrain_file
+
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(ALIAS_BOMB)
+    assert bomb.stat().st_size < 1024
+    with pytest.raises(DeploymentError, match=r"^--terrain: .*bomb.yaml expands to [\d,]{16,} values"):
+        read_terrain_file(bomb)

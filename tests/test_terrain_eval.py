@@ -5,6 +5,7 @@ outcome is known)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,53 @@ def test_cli_writes_the_report(tmp_path, capsys) -> None:
     assert "slope_up" in capsys.readouterr().out
     assert main(["--onnx", str(onnx), "--terrain", "nope", "--device", "cpu"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_a_terrain_file_evaluates_like_its_name(tmp_path) -> None:
+    """``--terrain`` takes a file as ``unilab-sim2sim --terrain`` does: the same ground as the name."""
+    source = Path(__file__).resolve().parents[1] / "configs" / "terrain" / "slopes_stairs_eval.yaml"
+    task_file = tmp_path / "task.yaml"  # a task config's terrain: mapping
+    task_file.write_text("terrain:\n" + "".join(f"  {line}\n" for line in source.read_text().splitlines()))
+    args = dict(command=(0.0, 0.0, 0.0), seconds=0.2, rows_per_column=1)
+    user_path = os.environ.get("UNILAB_PATH")
+    by_name = evaluate_on_terrain(_standing(), "slopes_stairs_eval", **args)
+    by_file = evaluate_on_terrain(_standing(), task_file, **args)
+    assert by_file["terrain_config"] == by_name["terrain_config"]
+    assert by_file["overall"] == by_name["overall"]
+    assert os.environ.get("UNILAB_PATH") == user_path  # the temporary config folder is gone again
+
+
+def test_a_terrain_name_of_nested_yaml_aliases_fails_at_once(tmp_path, monkeypatch, capsys) -> None:
+    """A ``UNILAB_PATH`` terrain that Hydra would expand without end is read within bounds first."""
+    from test_terrain_deploy import ALIAS_BOMB
+
+    (tmp_path / "configs" / "terrain").mkdir(parents=True)
+    (tmp_path / "configs" / "terrain" / "bomb.yaml").write_text(ALIAS_BOMB)
+    monkeypatch.setenv("UNILAB_PATH", str(tmp_path))
+    onnx = Path(__file__).resolve().parents[1] / "docs" / "policies" / "go2_velocity_sac.onnx"
+    assert main(["--onnx", str(onnx), "--terrain", "bomb", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("unilab-eval: error: --terrain: ") and "values through YAML aliases" in err, err
+    assert "\n" not in err
+
+
+def test_ctrl_c_reports_and_writes_the_seconds_walked_before_it(tmp_path, capsys, monkeypatch) -> None:
+    from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
+
+    real_step, calls = ManagerBasedRlEnv.step, []
+
+    def interrupted_at_the_fifth(self, actions):
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return real_step(self, actions)
+
+    monkeypatch.setattr(ManagerBasedRlEnv, "step", interrupted_at_the_fifth)
+    onnx = Path(__file__).resolve().parents[1] / "docs" / "policies" / "go2_velocity_sac.onnx"
+    out = tmp_path / "eval.json"
+    argv = ["--onnx", str(onnx), "--terrain", "slopes_stairs_eval", "--seconds", "1", "--rows-per-column", "1"]
+    assert main([*argv, "--device", "cpu", "--out", str(out)]) == 130
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True and report["seconds"] == pytest.approx(4 * 0.02)
+    assert report["overall"]["rows"] == 4
+    assert "interrupted; the report covers the 0.08 s walked before it" in capsys.readouterr().out

@@ -439,6 +439,23 @@ BAD_CONFIGS = {
         _with_ground({"func": SUB + "random_rough", "params": {"downsampled_scale": 0}}),
         "terrain.sub_terrains.x.params.downsampled_scale",
     ),
+    "slope 1000": (
+        _with_ground({"func": SUB + "pyramid_slope", "params": {"slope_range": [0.0, 1000.0]}}),
+        r"('terrain\.sub_terrains\.x\.params\.slope_range' must be \[low, high\] with 0 <= low <= high <= 3 "
+        r"\(rise over run\))",
+    ),
+    "100 m steps": (
+        _with_ground(_stairs(step_height_range=[100.0, 100.0])),
+        r"('terrain\.sub_terrains\.x\.params\.step_height_range' must be .* <= 20 m, got \[100\.0, 100\.0\])",
+    ),
+    "step width of 1e-9 m": (
+        _with_ground(_stairs(step_width=1e-9)),
+        r"('terrain\.sub_terrains\.x\.params\.step_width' must be a length in \[0\.01, 1000\] m, got 1e-09)",
+    ),
+    "downsampled scale of 1e-9 m": (
+        _with_ground({"func": SUB + "random_rough", "params": {"downsampled_scale": 1e-9}}),
+        r"('terrain\.sub_terrains\.x\.params\.downsampled_scale' must be a length in \[0\.01, 1000\] m)",
+    ),
     "negative obstacle count": (
         _with_ground({"func": SUB + "discrete_obstacles", "params": {"num_obstacles": -1}}),
         "terrain.sub_terrains.x.params.num_obstacles",
@@ -491,3 +508,23 @@ def test_a_height_function_with_the_wrong_output_shape_is_named(monkeypatch):
     monkeypatch.setattr(sub_terrains_module, "flat", functools.wraps(flat)(lambda *args: np.zeros((3, 3))))
     with pytest.raises(ValueError, match=re.escape("'terrain.sub_terrains.ground.func'") + r".*\(20, 20\)"):
         generate_terrain(_cfg())
+
+
+@pytest.mark.parametrize(
+    ("heights", "described"),
+    [
+        (lambda shape: np.full(shape, 1e30), r"largest \|height\| 1e\+30 m"),
+        (lambda shape: np.full(shape, "high"), r"shape \(20, 20\) of <U4"),
+        (lambda shape: np.full(shape, np.nan), r"largest \|height\| nan m"),
+    ],
+)
+def test_a_height_function_returning_heights_out_of_bounds_or_not_numbers_is_named(monkeypatch, heights, described):
+    monkeypatch.setattr(sub_terrains_module, "flat", functools.wraps(flat)(lambda d, rng, shape, h: heights(shape)))
+    with pytest.raises(
+        ValueError,
+        match=re.escape("'terrain.sub_terrains.ground.func' must return finite heights within +-20 m")
+        + ".*"
+        + described,
+    ) as error:
+        generate_terrain(_cfg())
+    assert "\n" not in str(error.value)

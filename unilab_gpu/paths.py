@@ -53,12 +53,21 @@ def config_roots() -> list[Path]:
 def robot_config_file(name: str | None) -> Path | None:
     """The robot config ``<root>/robot/<name>.yaml`` of the first config root that has it (the
     file Hydra reads for ``robot: <name>``); ``None`` when none has it."""
-    if name is None:
-        return None
+    return None if name is None else group_config_file("robot", name)
+
+
+def group_config_file(group: str, name: str) -> Path | None:
+    """The config ``<root>/<group>/<name>.yaml`` of the first config root that has it (the file
+    Hydra reads for ``<group>=<name>``); ``None`` when none has it."""
     for root in config_roots():
-        if (root / "robot" / f"{name}.yaml").is_file():
-            return root / "robot" / f"{name}.yaml"
+        if (root / group / f"{name}.yaml").is_file():
+            return root / group / f"{name}.yaml"
     return None
+
+
+def group_choices(group: str) -> list[str]:
+    """The names of every ``<root>/<group>/<name>.yaml`` of the config roots, sorted."""
+    return sorted({path.stem for root in config_roots() for path in (root / group).glob("*.yaml")})
 
 
 def robot_asset(robot: str, file: str = "scene.xml") -> Path:
@@ -73,3 +82,22 @@ def robot_asset(robot: str, file: str = "scene.xml") -> Path:
     raise FileNotFoundError(
         f"robot asset '{robot}/{file}' not found at {robot_dirs[0] / robot / file}; robots: {available}"
     )
+
+
+def terrain_file(name_or_path: str | Path, option: str = "--terrain") -> Path:
+    """The terrain config ``name_or_path`` stands for: a YAML file, or a terrain name (``rough``:
+    ``<root>/terrain/rough.yaml`` of the first config root that has it). Commands take either.
+
+    Raises:
+        FileNotFoundError: neither exists; one line naming ``option`` and the terrain names.
+    """
+    path = Path(name_or_path).expanduser()
+    if path.is_file():
+        return path
+    found = group_config_file("terrain", str(name_or_path)) if path.name == str(name_or_path) else None
+    if found is None:
+        raise FileNotFoundError(
+            f"{option}: no terrain file at {name_or_path}, nor a terrain of that name "
+            f"(names: {', '.join(group_choices('terrain'))}, in configs/terrain/)"
+        )
+    return found

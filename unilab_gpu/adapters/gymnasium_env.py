@@ -114,13 +114,15 @@ class GymVectorEnv(gym.vector.VectorEnv):
         """``actions`` as float32 on the device; real numbers only (floats or integers).
 
         Raises:
-            TypeError: strings, objects, booleans, complex numbers or ragged lists
+            TypeError: strings, objects, booleans, complex numbers, ragged lists or a ``meta`` tensor
                 (``torch.as_tensor`` refuses some with a traceback about NumPy types and silently
                 drops the imaginary part of others).
         """
         if isinstance(actions, torch.Tensor):
             kind = str(actions.dtype).removeprefix("torch.")
             numeric = not (actions.dtype.is_complex or actions.dtype == torch.bool)
+            if actions.is_meta:  # shapes without values: copying one to the device would fail deep in torch
+                kind, numeric = "a tensor on the 'meta' device (no values)", False
         else:
             try:
                 actions = np.asarray(actions)

@@ -4,7 +4,7 @@ Usage::
 
     unilab-eval RUN_DIR_OR_CHECKPOINT [--trials N] [--motion FILE ...] [--out report.json] [--force]
     unilab-eval --onnx policy.onnx [...]      # an exported policy (unilab-export), via onnxruntime
-    unilab-eval RUN --terrain slopes_stairs_eval [--command 0.5 0 0] [--seconds 10] [--rows-per-column 16]
+    unilab-eval RUN --terrain slopes_stairs_eval|FILE.yaml [--command 0.5 0 0] [--seconds 10] [--rows-per-column 16]
 
 Two sets of ``--trials`` trials (default 1024 on a GPU, 64 on a CPU): from frame 0 of each clip,
 and from frames spread evenly over each clip, on the training task without observation noise,
@@ -13,12 +13,16 @@ the task's failure terminations. Reported per set, overall and per clip: the suc
 (world frame, mean over tracked bodies), R-MPKPE (relative to the anchor body), joint-position
 error, joint-velocity RMS error and end-effector position and orientation errors, means over the
 steps before each trial ended (:mod:`unilab_gpu.evaluation.tracking`). ``--out`` writes the
-report as JSON (atomically; an existing file needs ``--force``).
+report as JSON (atomically; an existing file needs ``--force``, and no input of the evaluation, the
+checkpoint, ``--onnx``, ``--motion`` or the terrain file, is ever replaced). Ctrl-C stops it
+(exit status 130): a terrain evaluation then reports, and writes, the seconds walked before it;
+before the first step, or in a tracking evaluation, nothing is written.
 
-With ``--terrain NAME`` a velocity policy walks ``--seconds`` at ``--command`` on each sub-terrain
-of ``configs/terrain/NAME.yaml``, ``--rows-per-column`` rows each, without noise, pushes or
-randomized robot properties; reported per sub-terrain type: the share of rows that did not fall,
-how far they got, and their velocity errors (:mod:`unilab_gpu.evaluation.terrain`).
+With ``--terrain NAME`` (or a YAML file, as ``unilab-sim2sim --terrain`` takes) a velocity policy
+walks ``--seconds`` at ``--command`` on each sub-terrain of ``configs/terrain/NAME.yaml``,
+``--rows-per-column`` rows each, without noise, pushes or randomized robot properties; reported per
+sub-terrain type: the share of rows that did not fall, how far they got, and their velocity errors
+(:mod:`unilab_gpu.evaluation.terrain`).
 """
 
 from __future__ import annotations
@@ -32,13 +36,24 @@ from typing import Any
 from unilab_gpu.evaluation.policies import load_policy
 from unilab_gpu.evaluation.terrain import evaluate_on_terrain
 from unilab_gpu.evaluation.tracking import SETS, evaluate_policy
+from unilab_gpu.paths import terrain_file
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.checkpoint import CheckpointError, resolve_checkpoint
 from unilab_gpu.sim.device import resolve_device
+from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
 from unilab_gpu.utils.files import check_output, portable_paths, write_json_atomic
 
 DEFAULT_TRIALS = {"cuda": 1024, "cpu": 64}
 """Trials per set by device type."""
+
+MAX_TRIALS = 1 << 16
+"""Most ``--trials`` per set: the env has two rows per trial (both sets), 131,072 rows in all."""
+
+MAX_SEED = (1 << 63) - 1
+"""Largest ``--seed`` (torch's generators take 64-bit seeds)."""
+
+MAX_SECONDS = 3600.0
+"""Longest ``--seconds`` of the terrain evaluation: an hour of walking per row."""
 
 COLUMNS = (
     ("success_rate", "success", "{:>8.1%}"),
@@ -63,7 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--motion", action="append", default=[], metavar="FILE", help="clip to follow (repeatable; default: the run's)"
     )
-    parser.add_argument("--terrain", default=None, help="walk a velocity policy on configs/terrain/TERRAIN.yaml")
+    parser.add_argument(
+        "--terrain", default=None, help="walk a velocity policy on a terrain: configs/terrain/NAME.yaml or a file"
+    )
     parser.add_argument("--command", type=float, nargs=3, default=[0.5, 0.0, 0.0], metavar=("VX", "VY", "WZ"))
     parser.add_argument("--seconds", type=float, default=10.0, help="terrain evaluation: seconds each row walks")
     parser.add_argument("--rows-per-column", type=int, default=16, help="terrain evaluation: rows per sub-terrain")
@@ -73,12 +90,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="replace an existing --out file")
     parser.add_argument("--verbose", action="store_true", help="also print the env's construction messages")
     args = parser.parse_args(argv)
-    if args.trials is not None and args.trials < 1:
-        parser.error(f"--trials must be >= 1, got {args.trials}")
+    if args.trials is not None and not 1 <= args.trials <= MAX_TRIALS:
+        parser.error(
+            f"--trials must be in [1, {MAX_TRIALS}] (trials per set, each a row of the env), got {args.trials}"
+        )
+    if not 0 <= args.seed <= MAX_SEED:
+        parser.error(f"--seed must be a whole number in [0, 2**63 - 1], got {args.seed}")
+    if not 0 < args.seconds <= MAX_SECONDS:  # NaN fails too
+        parser.error(f"--seconds must be in (0, {MAX_SECONDS:g}] s (seconds each row walks), got {args.seconds:g}")
     try:
         if args.out is not None:  # checked before anything is built
-            inputs = [p for p in (args.run and resolve_checkpoint(args.run), args.onnx) if p]
-            check_output(args.out, "--out", force=args.force, inputs=inputs, example="eval.json")
+            check_output(args.out, "--out", force=args.force, inputs=_inputs(args), example="eval.json")
         trained = load_policy(args.run, args.onnx)
         device = str(resolve_device(args.device))
         if args.terrain is not None:
@@ -89,6 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CheckpointError, ValueError, KeyError, FileNotFoundError) as error:
         print(f"unilab-eval: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("unilab-eval: interrupted; no report written", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
     report["command"] = "unilab-eval " + shlex.join(argv)
     report["machine"] = machine_info(device)
     _print(report)
@@ -96,6 +121,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_json_atomic(args.out, portable_paths(report))  # a committed report names no path of this machine
         print(f"report: {args.out}")
     return 0
+
+
+def _inputs(args: argparse.Namespace) -> list[str]:
+    """Every file the evaluation reads: ``--out`` may replace none of them, ``--force`` or not."""
+    given = [args.run and str(resolve_checkpoint(args.run)), args.onnx, *args.motion]
+    if args.terrain is not None:
+        try:
+            given.append(str(terrain_file(args.terrain)))
+        except FileNotFoundError:  # the evaluation names it in its own error
+            pass
+    return [path for path in given if path]
 
 
 def _terrain(args: argparse.Namespace, argv: list[str], trained, device: str) -> int:
@@ -127,6 +163,9 @@ def _terrain(args: argparse.Namespace, argv: list[str], trained, device: str) ->
     if args.out is not None:
         write_json_atomic(args.out, portable_paths(report))
         print(f"report: {args.out}")
+    if report["interrupted"]:
+        print(f"unilab-eval: interrupted; the report covers the {report['seconds']:g} s walked before it")
+        return INTERRUPTED_EXIT_CODE
     return 0
 
 

@@ -47,7 +47,7 @@ def _check_output(args: argparse.Namespace, inputs: tuple[Path, ...] = ()) -> No
 
 def _convert(args: argparse.Namespace) -> None:
     _check_output(args, (args.input,))
-    kinematics = RobotKinematics.from_robot(args.robot)
+    kinematics = _kinematics(args.robot)
     clip = load_motion(
         args.input,
         args.format,
@@ -63,7 +63,7 @@ def _convert(args: argparse.Namespace) -> None:
 
 def _info(args: argparse.Namespace) -> None:
     source = read_source(args.file, args.format, args.input_fps)
-    clip = build_clip(source, RobotKinematics.from_robot(args.robot), fps=None, order=args.order)
+    clip = build_clip(source, _kinematics(args.robot), fps=None, order=args.order)
     summary = {
         "frames": clip.num_frames,
         "fps": clip.fps,
@@ -78,10 +78,18 @@ def _info(args: argparse.Namespace) -> None:
 
 def _synth(args: argparse.Namespace) -> None:
     _check_output(args)
-    kinematics = RobotKinematics.from_robot(args.robot)
+    kinematics = _kinematics(args.robot)
     clip = synthesize_clip(seconds=args.seconds, seed=args.seed, fps=args.fps, kinematics=kinematics)
     path = save_motion(clip, args.output)
     print(f"wrote {path}: {clip.num_frames} frames at {clip.fps:g} fps ({clip.duration:.2f} s) of robot {args.robot}")
+
+
+def _kinematics(robot: str) -> RobotKinematics:
+    """The forward kinematics of ``--robot``; a robot clips cannot describe is one line naming it."""
+    try:
+        return RobotKinematics.from_robot(robot)
+    except ValueError as error:  # e.g. the pendulum: no free root joint, so no clip of it
+        raise MotionFormatError(f"--robot {robot}: {error}; motion clips are of floating-base robots") from None
 
 
 def _mirror_name_pairs(robot: str) -> list[tuple[str, str]]:
@@ -94,7 +102,7 @@ def _mirror_name_pairs(robot: str) -> list[tuple[str, str]]:
 
 def _mirror(args: argparse.Namespace) -> None:
     _check_output(args, (args.input,))
-    kinematics = RobotKinematics.from_robot(args.robot)
+    kinematics = _kinematics(args.robot)
     # A robot without pairs is refused before the input is read.
     mirror = RobotMirror(kinematics, _mirror_name_pairs(args.robot))
     source = load_motion(args.input, args.format, args.input_fps, fps=None, kinematics=kinematics, order=args.order)

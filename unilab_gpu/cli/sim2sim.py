@@ -4,7 +4,7 @@ Usage::
 
     unilab-sim2sim POLICY.onnx [--command vx,vy,wz] [--motion FILE] [--seconds S]
                    [--video OUT.mp4] [--out report.json] [--model MJCF] [--force]
-                   [--terrain FILE.yaml] [--terrain-level L] [--terrain-column C | --sub-terrain NAME]
+                   [--terrain NAME|FILE.yaml] [--terrain-level L] [--terrain-column C | --sub-terrain NAME]
 
 The run itself is :func:`unilab_gpu.export.sim2sim.sim2sim` (this module parses and prints). The
 policy runs through the robot-side runtime (:mod:`unilab_gpu.deploy`: observation, action
@@ -29,8 +29,10 @@ writes) the control steps taken, exit status 130.
 A policy of a task on a generated terrain (docs/terrain.md) runs on the ground it trained on,
 rebuilt from its metadata and checked against its sha256; a velocity policy starts on the
 sub-terrain ``--terrain-level`` (default: the top level) and ``--terrain-column`` or
-``--sub-terrain`` (the first column of that type; default: column 0). ``--terrain FILE.yaml`` (a
-``terrain:`` mapping, e.g. an evaluation terrain) replaces the ground for the run. The report's
+``--sub-terrain`` (the first column of that type; default: column 0). ``--terrain NAME`` or
+``--terrain FILE.yaml`` (``configs/terrain/NAME.yaml``, or a file with a ``terrain:`` mapping, e.g.
+an evaluation terrain) replaces the ground for the run. ``--out`` and ``--video`` never replace an
+input of the run (the policy, ``--motion``, ``--model``, the terrain file), ``--force`` or not. The report's
 ``terrain`` names the ground and the start.
 """
 
@@ -45,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from unilab_gpu.export.sim2sim import sim2sim
+from unilab_gpu.paths import terrain_file
 from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
 from unilab_gpu.utils.files import check_output, portable_paths, write_json_atomic
 
@@ -88,7 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="MJCF to run on (default: the project's model of the robot)")
     parser.add_argument("--force", action="store_true", help="replace existing --out / --video files")
     parser.add_argument(
-        "--terrain", default=None, help="terrain config file (a terrain: mapping) in place of the policy's terrain"
+        "--terrain",
+        default=None,
+        help="terrain name (configs/terrain/NAME.yaml) or file (a terrain: mapping) in place of the policy's terrain",
     )
     parser.add_argument("--terrain-level", type=int, default=None, help="start on this level (default: the top one)")
     start = parser.add_mutually_exclusive_group()
@@ -102,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for option, path, example in (("--out", args.out, "report.json"), ("--video", args.video, "sim2sim.mp4")):
             if path is not None:
-                check_output(path, option, force=args.force, inputs=[args.policy], example=example)
+                check_output(path, option, force=args.force, inputs=_inputs(args), example=example)
         report = sim2sim(
             args.policy,
             args.command,
@@ -134,6 +139,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.video is not None:
         print(f"video: {args.video}")
     return INTERRUPTED_EXIT_CODE if report["interrupted"] else 0
+
+
+def _inputs(args: argparse.Namespace) -> list[str]:
+    """Every file the run reads: ``--out`` and ``--video`` may replace none of them, ``--force`` or not."""
+    given = [args.policy, args.motion, args.model, args.terrain]
+    if args.terrain is not None:
+        try:
+            given.append(str(terrain_file(args.terrain)))  # a terrain name reads configs/terrain/NAME.yaml
+        except FileNotFoundError:  # the run names it in its own error
+            pass
+    return [path for path in given if path is not None]
 
 
 def _same_file(a: str, b: str) -> bool:

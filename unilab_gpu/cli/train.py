@@ -173,8 +173,10 @@ def main(argv: Sequence[str] | None = None, on_finish: Callable[[Run], None] | N
     except NothingToDo as done:
         print(f"unilab-train: {where}{done}")
         return 0
-    except (ConfigError, CheckpointError, RunFolderError, ValueError) as error:
-        print(f"unilab-train: {where}error: {error}", file=sys.stderr)
+    except (ConfigError, CheckpointError, RunFolderError, ValueError, KeyError, FileNotFoundError) as error:
+        # A name the env does not know (a KeyError: an actuator, a command) is bad input like any other.
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        print(f"unilab-train: {where}error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"\nunilab-train: {where}interrupted before training started", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ from unilab_gpu import list_tasks
 from unilab_gpu.envs.env_cfg import EnvCfg, typed_terms
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.envs.robot_check import check_robot
-from unilab_gpu.paths import config_roots, robot_asset, robot_config_file
+from unilab_gpu.paths import config_roots, group_choices, robot_asset, robot_config_file
 from unilab_gpu.utils.overrides import override_syntax_problem
 
 SCHEMA_NAME = "env_cfg_schema"
@@ -55,7 +56,7 @@ def _load(task: str, overrides: Sequence[str]) -> tuple[EnvCfg, Path | None]:
     ConfigStore.instance().store(name=SCHEMA_NAME, node=EnvCfg)
     robot_file = None
     try:
-        composed, robot = _compose(task, overrides)
+        composed, robot = _compose_checked(task, overrides)
         robot_file = robot_config_file(robot)
         env_cfg: EnvCfg = OmegaConf.to_object(composed)  # type: ignore[assignment]
     except (HydraException, OmegaConfBaseException) as error:
@@ -141,6 +142,66 @@ def _compose(task: str, overrides: Sequence[str]) -> tuple[DictConfig, str | Non
     return cfg, robot
 
 
+def _compose_checked(task: str, overrides: Sequence[str]) -> tuple[DictConfig, str | None]:
+    """``_compose``, refusing a ``+key`` no field of the schema defines.
+
+    Hydra's ``+`` adds a key even into a typed section (``+episode_lenght_s=5``, ``+actions.kind``,
+    ``+terrain.num_level=0``), and ``OmegaConf.to_object`` then drops it: the run would go on with
+    the default. Keys added into a plain mapping (a term table, a term's ``params``, a robot's
+    ``pose_weights``) are left to the checks of those (``typed_terms``, ``check_params``).
+    """
+    added = [o for o in overrides if o.startswith("+")]
+    try:
+        composed, robot = _compose(task, overrides)
+    except AssertionError:  # OmegaConf's answer to a '+' below a section that is null
+        composed = _compose(task, [o for o in overrides if o not in added])[0]
+        problem = next(filter(None, (_added_key_problem(composed, o) for o in added)), None)
+        if problem is None:
+            raise
+        raise ValueError(f"task '{task}': {problem}") from None
+    for override in added:
+        problem = _added_key_problem(composed, override)
+        if problem is not None:
+            raise ValueError(f"task '{task}': {problem}")
+    return composed, robot
+
+
+def _added_key_problem(cfg: DictConfig, override: str) -> str | None:
+    """Why the ``+key=value`` ``override`` adds a key no schema field defines, or ``None``; walks
+    ``key`` down ``cfg`` (the composed config) through its typed sections."""
+    key = _override_key(override)
+    node: object = cfg
+    path: list[str] = []
+    for part in key.split("."):
+        where = ".".join(path)
+        if node is None:
+            choices = group_choices(where)
+            pick = (
+                f"pick one first, e.g. '{where}={choices[0]}' (choices: {', '.join(choices)})"
+                if choices
+                else "give the whole section first"
+            )
+            return f"'{override}' sets a key of '{where}', which is null in this task: {pick}"
+        schema = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
+        if schema is None or not dataclasses.is_dataclass(schema):
+            return None  # a plain mapping: its own checks name unknown keys
+        fields = [f.name for f in dataclasses.fields(schema)]
+        if part not in fields:
+            full = f"{where}.{part}" if where else part
+            if full in LEGACY_ACTION_KEYS:
+                return _legacy_actions(full)
+            close = difflib.get_close_matches(part, fields, n=3)
+            prefix = f"{where}." if where else ""
+            hint = f"did you mean {' or '.join(repr(prefix + c) for c in close)}? " if close else ""
+            return (
+                f"'{override}' adds '{full}', which no field of the task config defines ({hint}"
+                "keys the config has are set without '+')"
+            )
+        node = node[part]
+        path.append(part)
+    return None
+
+
 def _search_path(primary: Path) -> str:
     """Where Hydra looks besides the task's folder: every other ``task/`` folder (the tasks and
     bases a task inherits) and every config root (the ``robot`` group in ``<root>/robot/``), the
@@ -211,7 +272,13 @@ def make_env(
 def _check_robot_model(task: str, cfg: EnvCfg, robot_file: Path | None) -> None:
     """Compile the robot's MJCF with MuJoCo and check it and the robot config against each other
     (``envs.robot_check``), so a bad robot fails in one line before the env is built."""
-    model_file = Path(cfg.sim.model) if cfg.sim.model.endswith(".xml") else robot_asset(cfg.sim.model)
+    where = f"robot config {robot_file}: 'model'" if robot_file is not None else "'sim.model'"
+    try:
+        model_file = Path(cfg.sim.model) if cfg.sim.model.endswith(".xml") else robot_asset(cfg.sim.model)
+    except FileNotFoundError as error:
+        raise ValueError(f"task '{task}': {where}: {error}") from None
+    if not model_file.is_file():
+        raise ValueError(f"task '{task}': {where}: no MJCF file at {model_file}")
     try:
         model = mujoco.MjModel.from_xml_path(str(model_file))
     except ValueError as error:  # MuJoCo's compiler: e.g. a keyframe of the wrong size

@@ -17,6 +17,9 @@ import mujoco
 from unilab_gpu.envs.env_cfg import RobotCfg
 from unilab_gpu.sim.robot_contract import contract_errors
 
+MAX_BASE_HEIGHT = 10.0
+"""Highest ``base_height`` of a robot config (m): a root standing higher is a typo (cm for m)."""
+
 _SENSOR_KINDS = {"gyro": mujoco.mjtSensor.mjSENS_GYRO, "velocimeter": mujoco.mjtSensor.mjSENS_VELOCIMETER}
 
 
@@ -50,6 +53,16 @@ def check_robot(robot: RobotCfg, model: mujoco.MjModel, config_file: str | Path,
                 what = f"pattern '{name}' matches no {kind}" if patterns else f"no {kind} '{name}'"
                 raise ValueError(f"{config_file}: '{key}': {model_file} has {what}{hint}")
 
+    if not 0 < robot.base_height <= MAX_BASE_HEIGHT:
+        raise ValueError(
+            f"{config_file}: 'base_height' must be in (0, {MAX_BASE_HEIGHT:g}] m (the root body's height standing), "
+            f"got {robot.base_height:g}"
+        )
+    if not 0 <= robot.fall_height < robot.base_height:
+        raise ValueError(
+            f"{config_file}: 'fall_height' must be in [0, base_height = {robot.base_height:g}) m, "
+            f"got {robot.fall_height:g}"
+        )
     require("torso_body", "body", [robot.torso_body], bodies)
     for key, kind in _SENSOR_KINDS.items():
         name = getattr(robot.imu, key)

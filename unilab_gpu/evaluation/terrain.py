@@ -1,7 +1,7 @@
 """Clean evaluation of a velocity policy on a terrain: does it walk the given time at the given
-command on each sub-terrain without a fall (``unilab-eval RUN --terrain NAME``)?
+command on each sub-terrain without a fall (``unilab-eval RUN --terrain NAME|FILE``)?
 
-The policy's training task is rebuilt on the terrain ``configs/terrain/<NAME>.yaml`` (for
+The policy's training task is rebuilt on the terrain ``configs/terrain/<NAME>.yaml`` or a YAML file (for
 example ``slopes_stairs_eval``: 15 degree slopes and 10 cm stairs, up and down) with
 :data:`CLEAN_OVERRIDES`: no observation noise, no pushes, no randomized robot properties, no
 curriculum, one fixed command for every row. ``rows_per_column`` rows start on each sub-terrain's
@@ -17,16 +17,22 @@ standing).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
-from collections.abc import Sequence
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from omegaconf import OmegaConf
 
 from unilab_gpu.envs.make_env import load_task_cfg, make_env
 from unilab_gpu.evaluation.policies import TrainedPolicy
+from unilab_gpu.paths import USER_PATH_ENV
 from unilab_gpu.utils.progress import progress_bar
 
 COMMAND = "twist"
@@ -78,6 +84,44 @@ def evaluation_overrides(
     ]
 
 
+FILE_CHOICE = "given_terrain_file"
+"""The name a ``--terrain`` file takes as a terrain config choice during the evaluation."""
+
+
+@contextlib.contextmanager
+def terrain_choice(terrain: str | Path) -> Iterator[str]:
+    """The terrain config choice (``terrain=<choice>``) for ``terrain``, a name or a YAML file, as
+    ``unilab-sim2sim --terrain`` takes them.
+
+    Either is read first within bounds (:func:`~unilab_gpu.export.sim2sim.read_terrain_file`):
+    Hydra's own reader would follow a hostile file's YAML aliases without end. A file's terrain
+    mapping is written as ``configs/terrain/<FILE_CHOICE>.yaml`` of a temporary config folder on
+    ``UNILAB_PATH`` for the block (Hydra composes config groups from folders only).
+
+    Raises:
+        DeploymentError: no such file or name, or a file that is not a terrain config; one line.
+    """
+    from unilab_gpu.export.sim2sim import read_terrain_file  # the deployment side's reader
+
+    plain = read_terrain_file(terrain)
+    if not Path(terrain).expanduser().is_file():
+        yield str(terrain)  # a name of configs/terrain/
+        return
+    saved = os.environ.get(USER_PATH_ENV)
+    with tempfile.TemporaryDirectory(prefix="unilab_terrain_") as folder:
+        group = Path(folder) / "configs" / "terrain"
+        group.mkdir(parents=True)
+        (group / f"{FILE_CHOICE}.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(plain)))
+        os.environ[USER_PATH_ENV] = os.pathsep.join(filter(None, (saved, folder)))  # after the user's folders
+        try:
+            yield FILE_CHOICE
+        finally:
+            if saved is None:
+                os.environ.pop(USER_PATH_ENV, None)
+            else:
+                os.environ[USER_PATH_ENV] = saved
+
+
 @torch.no_grad()
 def evaluate_on_terrain(
     trained: TrainedPolicy,
@@ -102,18 +146,19 @@ def evaluate_on_terrain(
         raise ValueError(f"--seconds must be > 0, got {seconds}")
     if len(command) != 3 or not all(math.isfinite(float(c)) for c in command):
         raise ValueError(f"--command: three finite numbers v_x v_y omega_z, got {list(command)}")
-    overrides = evaluation_overrides(trained.task, trained.env_overrides, terrain, command, seconds, yaw_range)
-    columns = load_task_cfg(trained.task, overrides).terrain.num_cols
-    env = make_env(
-        trained.task,
-        rows_per_column * columns,
-        device,
-        overrides,
-        seed=seed,
-        compile=False,
-        capture=False,
-        announce=verbose,
-    )
+    with terrain_choice(terrain) as choice:
+        overrides = evaluation_overrides(trained.task, trained.env_overrides, choice, command, seconds, yaw_range)
+        columns = load_task_cfg(trained.task, overrides).terrain.num_cols
+        env = make_env(
+            trained.task,
+            rows_per_column * columns,
+            device,
+            overrides,
+            seed=seed,
+            compile=False,
+            capture=False,
+            announce=verbose,
+        )
     policy = trained.policy_for(env, trained.task)
     twist = env.command_manager.get(COMMAND)
     steps = max(1, round(seconds / env.step_dt))
@@ -123,17 +168,24 @@ def evaluate_on_terrain(
     walked = torch.zeros(env.num_envs, device=env.device)
     errors = {name: torch.zeros(env.num_envs, device=env.device) for name in ("lin_vel_error", "yaw_rate_error")}
     standing_steps = torch.zeros(env.num_envs, device=env.device)
-    for _ in progress_bar(range(steps), "unilab-eval", "step") if progress else range(steps):
-        result = env.step(policy(obs))
-        obs = result.obs
-        # Before this step's resets touched a row: a row that fell is scored up to its fall.
-        fell = result.terminated & result.valid
-        standing &= ~fell
-        still = standing.float()
-        for name, value in twist.row_errors().items():  # where, not a product: a diverged row's NaN
-            errors[name] += torch.where(standing, value, torch.zeros_like(value))
-        standing_steps += still
-        walked = torch.where(standing, torch.linalg.vector_norm(env.robot.root_pos_w[:, :2] - start, dim=1), walked)
+    done = 0
+    try:
+        for _ in progress_bar(range(steps), "unilab-eval", "step") if progress else range(steps):
+            result = env.step(policy(obs))
+            obs = result.obs
+            # Before this step's resets touched a row: a row that fell is scored up to its fall.
+            fell = result.terminated & result.valid
+            standing &= ~fell
+            still = standing.float()
+            for name, value in twist.row_errors().items():  # where, not a product: a diverged row's NaN
+                errors[name] += torch.where(standing, value, torch.zeros_like(value))
+            standing_steps += still
+            walked = torch.where(standing, torch.linalg.vector_norm(env.robot.root_pos_w[:, :2] - start, dim=1), walked)
+            done += 1
+    except KeyboardInterrupt:  # Ctrl-C: the report covers the steps completed, as a shorter run would
+        if done == 0:
+            raise
+    interrupted, steps = done < steps, done
     grid = env.terrain_grid
     types = [grid.column_types[c] for c in env.terrain.column.tolist()]
     required = MIN_PROGRESS * math.hypot(float(command[0]), float(command[1])) * steps * env.step_dt
@@ -153,6 +205,7 @@ def evaluate_on_terrain(
         "terrain_config": dataclasses.asdict(env.cfg.terrain),
         "command": [float(c) for c in command],
         "seconds": steps * env.step_dt,
+        "interrupted": interrupted,
         "rows_per_column": rows_per_column,
         "yaw_range_rad": yaw_range,
         "required_distance_m": required,

@@ -39,11 +39,16 @@ from unilab_gpu.deploy.rotations import quat_conjugate, quat_mul, rotate, rotate
 from unilab_gpu.deploy.terminations import build_fall_check, fall_check_builders
 from unilab_gpu.export.metadata import defining_path
 from unilab_gpu.managers.term import resolve_callable
+from unilab_gpu.paths import terrain_file
 from unilab_gpu.terrain.generator import TerrainGrid, generate_terrain
 from unilab_gpu.terrain.scene import add_terrain
 
 TERRAIN_FILE_MAX_BYTES = 1 << 20
 """Largest ``--terrain`` file read (a terrain section is a few hundred bytes)."""
+
+TERRAIN_FILE_MAX_VALUES = 100_000
+"""Most values a ``--terrain`` file may hold once every YAML alias is followed (a task config has
+a few hundred)."""
 
 
 def policy_kind(meta: dict[str, Any]) -> str:
@@ -202,29 +207,30 @@ class TerrainChoice:
 
 
 def read_terrain_file(path: str | Path) -> dict[str, Any]:
-    """The terrain of a YAML file, as plain values: a terrain config file itself (``configs/terrain/
-    <name>.yaml``, a mapping with ``sub_terrains``) or the ``terrain:`` mapping of a task config
-    (its other keys are ignored).
+    """The terrain of a YAML file or a terrain name (:func:`~unilab_gpu.paths.terrain_file`), as plain
+    values: a terrain config file itself (``configs/terrain/<name>.yaml``, a mapping with
+    ``sub_terrains``) or the ``terrain:`` mapping of a task config (its other keys are ignored).
+    Read within bounds (:func:`~unilab_gpu.utils.yaml_files.load_bounded_yaml`): a file of nested
+    YAML aliases fails in one line instead of hanging.
 
     Raises:
-      DeploymentError: no such file, too large, not YAML, or no ``terrain:`` mapping; one line.
+      DeploymentError: no such file or name, too large, not YAML, or no ``terrain:`` mapping; one line.
     """
     from omegaconf import DictConfig, OmegaConf  # the training side's config reader
     from omegaconf.errors import OmegaConfBaseException
-    from yaml import YAMLError
 
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise DeploymentError(f"--terrain: no terrain file at {path}")
-    if path.stat().st_size > TERRAIN_FILE_MAX_BYTES:
-        raise DeploymentError(f"--terrain: {path} is larger than {TERRAIN_FILE_MAX_BYTES >> 10} kB; not read")
+    from unilab_gpu.utils.yaml_files import YamlFileError, load_bounded_yaml
+
     try:
-        cfg = OmegaConf.load(path)
-        terrain = cfg.get("terrain") if isinstance(cfg, DictConfig) else None
-        if terrain is None and isinstance(cfg, DictConfig) and "sub_terrains" in cfg:
+        path = terrain_file(path)
+        cfg = load_bounded_yaml(path, "a terrain file", TERRAIN_FILE_MAX_BYTES, TERRAIN_FILE_MAX_VALUES)
+        terrain = cfg.get("terrain")
+        if terrain is None and "sub_terrains" in cfg:
             terrain = cfg  # a terrain config file (configs/terrain/<name>.yaml)
         plain = OmegaConf.to_container(terrain, resolve=True) if isinstance(terrain, DictConfig) else None
-    except (YAMLError, OmegaConfBaseException, UnicodeDecodeError) as error:
+    except (FileNotFoundError, YamlFileError) as error:
+        raise DeploymentError(str(error) if str(error).startswith("--terrain") else f"--terrain: {error}") from None
+    except (OSError, OmegaConfBaseException) as error:
         reason = " ".join(str(error).split())[:200]
         raise DeploymentError(f"--terrain: {path} is not a readable YAML config ({reason})") from None
     if plain is None:

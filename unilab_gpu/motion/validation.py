@@ -232,11 +232,17 @@ def check_clip_size(num_frames: float, num_joints: int, num_bodies: int, what: s
         )
 
 
+ARRAY_LAYOUTS = {"joint_pos": "(frames, joint columns)", "body_pos_w": "(frames, bodies, 3)"}
+"""The axes of the arrays whose sizes a loader reads first (frames, joints, bodies)."""
+
+
 def frame_count(data: Mapping[str, Any], key: str, source: str) -> int:
-    """Number of frames (length of axis 0) of ``data[key]``; at least one."""
+    """Number of frames (length of axis 0) of ``data[key]``, a ``key`` of ``ARRAY_LAYOUTS``: at least
+    one, and exactly its axes (a 3-D ``joint_pos`` would otherwise be read as if it had columns)."""
     shape = np.shape(require(data, key, source))
-    if len(shape) < 2 or shape[0] < 1:
-        raise MotionFormatError(f"'{key}' has shape {shape}, expected (frames >= 1, ...)")
+    layout = ARRAY_LAYOUTS[key]
+    if len(shape) != layout.count(",") + 1 or shape[0] < 1:
+        raise MotionFormatError(f"'{key}' has shape {shape}, expected {layout} with at least one frame")
     return shape[0]
 
 

@@ -24,10 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
-from omegaconf import DictConfig, OmegaConf
-from omegaconf._utils import get_yaml_loader  # OmegaConf's own safe loader: its number formats, no tags
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig
 
 from unilab_gpu import __version__
 from unilab_gpu.utils.files import (
@@ -38,6 +35,7 @@ from unilab_gpu.utils.files import (
     remove_temp_files,
     write_atomic,
 )
+from unilab_gpu.utils.yaml_files import YamlFileError, load_bounded_yaml
 
 FORMAT_VERSION = 1
 """Stored under ``"format_version"``; bumped when the layout of the dictionary changes."""
@@ -286,98 +284,17 @@ is followed (a run writes a few hundred, and no aliases)."""
 
 
 def load_run_config(path: Path) -> DictConfig:
-    """A run folder's ``config.yaml``, read with the bounds OmegaConf does not have.
-
-    Run folders are trusted input, but reading one must not hang or run code: at most
-    :data:`RUN_CONFIG_MAX_BYTES` are read, the YAML is composed (an alias is a shared node: linear
-    time) and its size with every alias followed is counted before OmegaConf, which copies each
-    alias, sees it (a 1 kB file of nested anchors expands to billions of values); YAML tags that
-    name Python objects (``!!python/object``) are refused by OmegaConf's safe loader.
+    """A run folder's ``config.yaml``, read with :func:`~unilab_gpu.utils.yaml_files.load_bounded_yaml`:
+    run folders are trusted input, but reading one must not hang or run code.
 
     Raises:
         RunFolderError: the file is too large, not UTF-8 YAML, a bomb of aliases, recursive,
             tagged with a Python object or not a mapping; one line naming it.
     """
-    with open(path, "rb") as file:
-        data = file.read(RUN_CONFIG_MAX_BYTES + 1)
-    if len(data) > RUN_CONFIG_MAX_BYTES:
-        raise RunFolderError(
-            f"{path} is larger than {RUN_CONFIG_MAX_BYTES >> 10} kB, but a run's config.yaml holds a few kB; "
-            "it was not read"
-        )
     try:
-        text = data.decode("utf-8")
-        values = _expanded_values(yaml.compose(text, Loader=get_yaml_loader()))
-    except UnicodeDecodeError as error:
-        raise RunFolderError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start})") from None
-    except yaml.YAMLError as error:
-        raise RunFolderError(f"{path} is not valid YAML: {_yaml_problem(error)}") from None
-    except (RecursionError, _RecursiveAlias):
-        raise RunFolderError(f"{path} nests itself (a recursive YAML alias, or nesting too deep to read)") from None
-    if values > RUN_CONFIG_MAX_VALUES:
-        raise RunFolderError(
-            f"{path} expands to {values:,} values through YAML aliases (&anchor / *alias), more than "
-            f"{RUN_CONFIG_MAX_VALUES:,}; a run's config.yaml has a few hundred and no aliases, so it was not loaded"
-        )
-    if values == 0:
-        raise RunFolderError(f"{path} is empty; a run's config.yaml holds the run's resolved config")
-    try:
-        cfg = OmegaConf.create(text)
-    except yaml.constructor.ConstructorError as error:
-        tagged = "constructor for the tag" in str(error.problem)
-        why = "; a run's config.yaml holds plain values, never tagged Python objects" if tagged else ""
-        raise RunFolderError(f"{path}: {_yaml_problem(error)}{why}") from None
-    except (yaml.YAMLError, OmegaConfBaseException) as error:
-        raise RunFolderError(f"{path} is not a readable config: {' '.join(str(error).split())[:200]}") from None
-    if not isinstance(cfg, DictConfig):
-        raise RunFolderError(f"{path} is not a mapping of config keys (found a {type(cfg).__name__})")
-    return cfg
-
-
-class _RecursiveAlias(Exception):
-    """A YAML node that contains itself through an alias."""
-
-
-def _expanded_values(root: yaml.Node | None) -> int:
-    """Nodes of the tree ``root`` stands for once every alias is copied, counted without copying
-    (each shared node once, iteratively: no recursion limit)."""
-    if root is None:
-        return 0
-    sizes: dict[int, int] = {}
-    open_nodes: set[int] = set()  # on the current path from the root
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        if id(node) in sizes:
-            continue
-        children = _yaml_children(node)
-        if children_done:
-            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
-            open_nodes.discard(id(node))
-            continue
-        if id(node) in open_nodes:
-            raise _RecursiveAlias
-        open_nodes.add(id(node))
-        stack.append((node, True))
-        stack.extend((child, False) for child in children if id(child) not in sizes)
-    return sizes[id(root)]
-
-
-def _yaml_children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.MappingNode):
-        return [part for pair in node.value for part in pair]
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    return []
-
-
-def _yaml_problem(error: yaml.YAMLError) -> str:
-    """``<problem> (line L, column C)`` of a YAML error, on one line."""
-    if isinstance(error, yaml.MarkedYAMLError):
-        where = error.problem_mark or error.context_mark
-        at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""
-        return f"{' '.join(str(error.problem or error.context).split())}{at}"
-    return " ".join(str(error).split())
+        return load_bounded_yaml(path, "a run's config.yaml", RUN_CONFIG_MAX_BYTES, RUN_CONFIG_MAX_VALUES)
+    except YamlFileError as error:
+        raise RunFolderError(str(error)) from None
 
 
 def create_run_folder(target: Path, fill: Callable[[Path], None], *, numbered: bool) -> tuple[Path, RunLock]:

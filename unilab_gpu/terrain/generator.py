@@ -33,7 +33,7 @@ import numpy as np
 from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from unilab_gpu.terrain.sub_terrains import PARAM_CHECKS, is_number, require
+from unilab_gpu.terrain.sub_terrains import MAX_HEIGHT, MAX_LENGTH, MIN_LENGTH, PARAM_CHECKS, is_number, require
 from unilab_gpu.utils.imports import TERM_MODULES_ENV, RefusedPath, import_dotted
 
 MAX_TERRAIN_SAMPLES = 2**26
@@ -217,12 +217,22 @@ def _build(
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(level, col)))
     block = np.asarray(sub_terrain.func(difficulty, rng, (layout.n_y, layout.n_x), h, **sub_terrain.params))
     # A user's height function is checked here, where its output is first seen.
-    if block.shape != (layout.n_y, layout.n_x) or not np.all(np.isfinite(block)):
+    numeric = np.issubdtype(block.dtype, np.number) and not np.issubdtype(block.dtype, np.complexfloating)
+    if block.shape != (layout.n_y, layout.n_x) or not numeric or not np.all(np.abs(block) <= MAX_HEIGHT):
         raise ValueError(
-            f"terrain: '{sub_terrain.where}.func' must return finite heights of shape (n_y, n_x) = "
-            f"{(layout.n_y, layout.n_x)}, got shape {block.shape} at level {level}, column {col}"
+            f"terrain: '{sub_terrain.where}.func' must return finite heights within +-{MAX_HEIGHT:g} m of shape "
+            f"(n_y, n_x) = {(layout.n_y, layout.n_x)}, got {_describe(block)} at level {level}, column {col}"
         )
     return block
+
+
+def _describe(block: np.ndarray) -> str:
+    """What a height function returned, for the error: its shape and dtype, and its largest height."""
+    if not np.issubdtype(block.dtype, np.number) or block.size == 0:
+        return f"shape {block.shape} of {block.dtype}"
+    return (
+        f"shape {block.shape}, largest |height| {np.nanmax(np.abs(block)) if np.isfinite(block).any() else np.nan:g} m"
+    )
 
 
 def _spawn_square(layout: _Layout, h: float) -> np.ndarray:
@@ -454,7 +464,12 @@ def _check_value(key: str, name: str, value: Any) -> None:
     if name.endswith("_range"):
         ok = isinstance(value, (list, tuple)) and len(value) == 2 and all(is_number(v) for v in value)
         require(ok and value[0] <= value[1], key, "[low, high] of finite numbers with low <= high", value)
-    elif name == "scale" or name.endswith(("_width", "_step", "_scale")):
+    elif name.endswith(("_width", "_scale")) and name != "scale":  # horizontal lengths
+        ok = is_number(value) and MIN_LENGTH <= value <= MAX_LENGTH
+        require(ok, key, f"a length in [{MIN_LENGTH:g}, {MAX_LENGTH:g}] m", value)
+    elif name.endswith("_step"):  # vertical steps
+        require(is_number(value) and 0 < value <= MAX_HEIGHT, key, f"a height in (0, {MAX_HEIGHT:g}] m", value)
+    elif name == "scale":
         require(is_number(value) and value > 0, key, "a finite number > 0", value)
     elif isinstance(value, float):
         require(is_number(value), key, "a finite number", value)

@@ -34,6 +34,20 @@ import numpy as np
 FLOAT32_MAX = 3.4028234663852886e38
 """Heights are stored as float32: a larger number would be inf there."""
 
+MAX_HEIGHT = 20.0
+"""Largest ``|height|`` of a terrain (m), and of a vertical step or height range: a robot walks
+on metres of relief, and a height of 1e30 m would turn every contact into NaN states."""
+
+MIN_LENGTH = 0.01
+"""Shortest horizontal length param (``*_width``, ``*_scale``; m): below it a step or a coarse grid
+is finer than any terrain's samples (and a grid of 1e-9 m would not fit in memory)."""
+
+MAX_LENGTH = 1000.0
+"""Longest horizontal length param (m)."""
+
+MAX_SLOPE = 3.0
+"""Steepest ``slope_range`` (rise over run: 3 is 72 degrees)."""
+
 
 def require(ok: bool, key: str, expected: str, value: Any) -> None:
     """Raise ``ValueError: terrain config: '<key>' must be <expected>, got <value>`` unless ``ok``."""
@@ -307,11 +321,14 @@ their key path (``terrain.sub_terrains.<name>.params``), ``sub_terrain_size`` th
 one sub-terrain covers. Raises naming ``<where>.<key>``."""
 
 
-def _non_negative_ranges(*keys: str) -> ParamCheck:
+def _bounded_ranges(*keys: str, high: float = MAX_HEIGHT, unit: str = "m") -> ParamCheck:
+    """``[low, high]`` params within ``[0, high]`` (in ``unit``)."""
+
     def check(params: dict[str, Any], where: str, sub_terrain_size: tuple[float, float]) -> None:
         for key in keys:
             value = params[key]
-            require(value[0] >= 0, f"{where}.{key}", "[low, high] with 0 <= low <= high", list(value))
+            ok = value[0] >= 0 and value[1] <= high
+            require(ok, f"{where}.{key}", f"[low, high] with 0 <= low <= high <= {high:g} {unit}", list(value))
 
     return check
 
@@ -358,10 +375,10 @@ def _check_mesh(params: dict[str, Any], where: str, sub_terrain_size: tuple[floa
 
 
 PARAM_CHECKS: dict[Callable[..., np.ndarray], list[ParamCheck]] = {
-    random_rough: [_non_negative_ranges("noise_range")],
-    pyramid_slope: [_non_negative_ranges("slope_range"), _platform_fits],
-    pyramid_stairs: [_non_negative_ranges("step_height_range"), _platform_fits],
-    discrete_obstacles: [_non_negative_ranges("height_range"), _platform_fits, _check_obstacles],
+    random_rough: [_bounded_ranges("noise_range")],
+    pyramid_slope: [_bounded_ranges("slope_range", high=MAX_SLOPE, unit="(rise over run)"), _platform_fits],
+    pyramid_stairs: [_bounded_ranges("step_height_range"), _platform_fits],
+    discrete_obstacles: [_bounded_ranges("height_range"), _platform_fits, _check_obstacles],
     mesh: [_check_mesh],
 }
 """The checks of a built-in height function's params, beyond the generic ones of ``generator``."""

@@ -9,6 +9,7 @@ made. Each error names the key path and the value.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,14 +41,57 @@ def compose_train_config(overrides: Sequence[str] = ()) -> DictConfig:
     tasks = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "task"]
     rest = [o for o in overrides if o.split("=", 1)[0] != "task"]
     try:
-        with initialize_config_dir(config_dir=str(CONFIGS_DIR), version_base=None):
-            cfg = compose(config_name="train", overrides=rest)
+        cfg = _compose(rest)
     except (HydraException, OmegaConfBaseException) as error:
-        words = override_syntax_problem(rest) or " ".join(str(error).split())
+        words = override_syntax_problem(rest) or _unknown_key_problem(rest) or " ".join(str(error).split())
         raise ConfigError(f"train config: {words}") from None
+    problem = _unknown_key_problem(rest)
+    if problem is not None:
+        raise ConfigError(f"train config: {problem}")
     for task in tasks:
         cfg.task = task
     return _with_preset_task_overrides(cfg)
+
+
+def _compose(overrides: Sequence[str]) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONFIGS_DIR), version_base=None):
+        return compose(config_name="train", overrides=list(overrides))
+
+
+def _unknown_key_problem(overrides: Sequence[str]) -> str | None:
+    """The first override naming a key no train config defines, in one line with the close names
+    and where task settings go; ``None`` if there is none.
+
+    Hydra's own answer to an unknown key is to add it with ``+``, and a key added so is kept in
+    ``config.yaml`` but read by nothing (``+commands.motion.params.motion_files=[...]`` trained on
+    the default clip). Keys of the algorithm's config are left to ``algo_config``, which knows the
+    fields its YAML leaves out and refuses the others.
+    """
+    choices = [o for o in overrides if o.partition("=")[0] == "algo"]  # the train config's one group
+    try:
+        base = _compose(choices)
+    except (HydraException, OmegaConfBaseException):  # a bad choice: Hydra's words name it
+        return None
+    for override in overrides:
+        key = override.partition("=")[0].lstrip("+~")
+        if key == "algo" or key.startswith(("algo.", "hydra.")):
+            continue
+        node: Any = base
+        parts = key.split(".")
+        depth = 0  # parts[:depth] are keys of the config
+        while depth < len(parts) and isinstance(node, DictConfig) and parts[depth] in node:
+            node = node[parts[depth]]
+            depth += 1
+        if depth == len(parts) or not isinstance(node, DictConfig):
+            continue  # a key of the config, or below a value (a list, a null): Hydra names that itself
+        part, prefix = parts[depth], ".".join(parts[:depth])
+        close = difflib.get_close_matches(part, [str(k) for k in node], n=3)
+        hint = f"did you mean {' or '.join(repr(f'{prefix}.{c}' if prefix else c) for c in close)}? " if close else ""
+        return (
+            f"'{override}' names '{'.'.join(parts[: depth + 1])}', which no key of the train config defines "
+            f"({hint}task settings go in env.overrides: \"env.overrides=['{override.lstrip('+~')}']\")"
+        )
+    return None
 
 
 def _with_preset_task_overrides(cfg: DictConfig) -> DictConfig:

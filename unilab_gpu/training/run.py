@@ -275,7 +275,13 @@ def _build(
             write_scene(env, folder)
             save_checkpoint(folder / CHECKPOINT_NAME, Run(folder, cfg, trainer, None).payload())  # type: ignore[arg-type]
 
-        run_dir, lock = create_run_folder(target, fill, numbered=numbered)
+        try:
+            run_dir, lock = create_run_folder(target, fill, numbered=numbered)
+        except OSError as error:  # e.g. a full disk at the first checkpoint: the staging folder is gone again
+            raise RunFolderError(
+                f"cannot create the run folder {target}: {error.strerror or error} (writing {error.filename}); "
+                "nothing was kept, free space or choose another run_root and start again"
+            ) from None
     if not main:  # silent, and never writes: rank 0 logs the fleet's totals and checkpoints
         trainer.logger = TrainLogger(None, None)
         return Run(run_dir, cfg, trainer, None)
