@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from unilab_gpu import list_tasks
-from unilab_gpu.envs.env_cfg import EnvCfg, typed_terms
+from unilab_gpu.envs.env_cfg import EnvCfg, check_env_cfg, typed_terms
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.envs.robot_check import check_robot
 from unilab_gpu.envs.robot_model import robot_edit
@@ -204,6 +204,7 @@ def make_env(
         raise TypeError(f"make_env: 'seed' must be a whole number in [0, 2**64), got {seed!r}")
     cfg, robot_file = _load(task, overrides)
     if cfg.robot is not None:
+        check_env_cfg(cfg, num_envs if num_envs is not None else cfg.num_envs)  # before the MJCF is edited by it
         _check_robot_model(task, cfg, robot_file)
     # Seeding is the caller's choice of a process-wide stream, not the env's: the env only draws.
     torch.manual_seed(seed)

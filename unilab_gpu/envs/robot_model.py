@@ -12,11 +12,36 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 import mujoco
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from unilab_gpu.deploy.physics import CONES
 from unilab_gpu.envs.env_cfg import FeetCfg, ImuCfg, PhysicsCfg, RobotCfg
+from unilab_gpu.paths import robot_config_file
+
+
+def load_robot_cfg(name: str) -> tuple[RobotCfg, Path] | None:
+    """The robot config ``configs/robot/<name>.yaml`` (the project's, then ``UNILAB_PATH``'s) checked
+    against :class:`RobotCfg`, and its file; ``None`` when there is none. For tools that work on a
+    robot outside a task (the keyframe tool).
+
+    Raises:
+      ValueError: an unknown key or a wrong type, naming the key and the file.
+    """
+    file = robot_config_file(name)
+    if file is None:
+        return None
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(RobotCfg), OmegaConf.load(file))
+        return OmegaConf.to_object(merged), file  # type: ignore[return-value]
+    except OmegaConfBaseException as error:
+        key = getattr(error, "full_key", "") or "?"
+        raise ValueError(
+            f"robot config {file}: bad key '{key}': {' '.join(str(error).splitlines()[0].split())}"
+        ) from None
 
 
 def robot_edit(robot: RobotCfg) -> Callable[[mujoco.MjSpec], None]:
