@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import mujoco
+import mujoco_warp as mjw
 import torch
 
 from unilab_gpu.envs.env_cfg import EnvCfg, check_control_rate, check_env_cfg
@@ -28,7 +29,7 @@ from unilab_gpu.managers.termination_manager import TerminationManager
 from unilab_gpu.sim.capture import CaptureUnsupportedError, CudaGraph, capture_unsupported_reason
 from unilab_gpu.sim.device import verbose_requested
 from unilab_gpu.sim.robot import Robot
-from unilab_gpu.sim.simulator import Simulator, load_mj_model
+from unilab_gpu.sim.simulator import SOLVER_LIMITS, Simulator, load_mj_model
 from unilab_gpu.terrain.curriculum import TerrainCurriculum
 from unilab_gpu.terrain.generator import TerrainCfg, generate_terrain
 from unilab_gpu.terrain.scene import add_terrain
@@ -64,6 +65,10 @@ class StepResult:
     not be learned from (the replay skips them), their rewards and end flags are zero."""
     stats: EpisodeStats
     """Device-side accumulators over ended episodes."""
+
+
+SOLVER_ITERATIONS = int(mjw.OverflowType.ITERATIONS)
+SOLVER_LINE_SEARCH = int(mjw.OverflowType.LS_ITERATIONS)
 
 
 class ManagerBasedRlEnv:
@@ -453,6 +458,9 @@ class ManagerBasedRlEnv:
         self._diverged.copy_(outside & ~self._non_finite)
         invalid = self._non_finite | self._diverged
         self.state_valid.copy_(~invalid)  # before the commands: their step metrics skip these rows
+        flags = self.sim.overflow  # MJWarp's solver caps, counted here rather than printed per substep
+        self.stats.count_solver_limits((flags & SOLVER_ITERATIONS) != 0, (flags & SOLVER_LINE_SEARCH) != 0)
+        flags.bitwise_and_(~SOLVER_LIMITS)
         self.command_manager.update(self)
         terms = self.termination_manager
         terms.compute(self, invalid)
