@@ -832,3 +832,24 @@ def test_sim2sim_reports_the_physics_it_ran_and_warns_of_an_unconverged_solver(c
     assert f"of {10 * 4} physics steps" in warning and f"unilab-sim2sim: warning: {warning}" in lines
     plain = sim2sim(case.path, [0.5, 0.0, 0.0], seconds=0.2, announce=lambda line: None)
     assert plain["warnings"] == [] and plain["summary"]["solver_unconverged_fraction"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda p: {**p, "cone": "conic"}, "'physics.cone' must be one of pyramidal, elliptic, got 'conic'"),
+        (lambda p: {**p, "iterations": 0}, "'physics.iterations' must be an integer >= 1, got 0"),
+        (lambda p: {**p, "impratio": float("nan")}, "'physics.impratio' must be a finite number > 0"),
+        (lambda p: {**p, "timestep": 0.004}, "'physics.timestep' must be physics_dt (0.005 s), got 0.004"),
+        (lambda p: {k: v for k, v in p.items() if k != "ls_iterations"}, "'physics.ls_iterations' must be an integer"),
+    ],
+)
+def test_bad_physics_metadata_is_refused_naming_the_option(cases, tmp_path, edit, message: str) -> None:
+    def bad(meta):
+        meta["physics"] = edit(meta["physics"])
+        return meta
+
+    path = _with_metadata(cases["g1_velocity_play"].path, tmp_path / "bad.onnx", bad)
+    with pytest.raises(DeploymentError) as error:
+        PolicyFile(path)
+    assert message in str(error.value) and "\n" not in str(error.value)
