@@ -1,8 +1,13 @@
-"""A small robot of the tests' own (not one of the project's): a 6-DoF biped with hinge legs,
-position actuators, sphere feet, an IMU and sole sites. The keyframe, robot-contract and
-"adding a robot" tests write it to disk, whole or broken one rule at a time."""
+"""Robots of the tests' own (not the project's): a small 6-DoF biped with hinge legs, position
+actuators, sphere feet, an IMU and sole sites, which the keyframe and robot-contract tests write to
+disk, whole or broken one rule at a time; and a Menagerie-style copy of the project's Go2, the
+robot "adding a robot" adds (docs/robots.md)."""
 
 from __future__ import annotations
+
+import re
+
+from unilab_gpu.paths import robot_asset
 
 BIPED_POSE = [".*_hip=-0.4", ".*_knee=0.8", ".*_ankle=-0.4"]
 """The standing pose given to ``scripts/stand_keyframe.py`` (knees bent, soles level)."""
@@ -54,3 +59,22 @@ def biped_xml(key: str = "") -> str:
   <keyframe>{key}</keyframe>
 </mujoco>
 """
+
+
+MENAGERIE_OPTION = '<option timestep="0.002" cone="elliptic" impratio="100"/>'
+"""The physics options of MuJoCo Menagerie's Unitree scenes: 2 ms steps, an elliptic friction cone
+and a high ``impratio`` (frictional constraints 100 times stiffer than normal ones)."""
+
+
+def menagerie_style_go2(key: str = "") -> dict[str, str]:
+    """The project's Go2 written the way MuJoCo Menagerie ships its quadrupeds: file name -> text of
+    ``scene.xml`` (the scene, with :data:`MENAGERIE_OPTION` in place of the project's options) and
+    ``go2.xml`` (the robot with condim-6 feet, an ``imu`` site but no IMU sensors, and ``key`` as
+    its keyframe section, empty by default)."""
+    robot = robot_asset("go2", "go2.xml").read_text()
+    robot = re.sub(r"<sensor>.*?</sensor>", "", robot, flags=re.S)
+    robot = re.sub(r"<keyframe>.*?</keyframe>", f"<keyframe>{key}</keyframe>", robot, flags=re.S)
+    robot = robot.replace('<geom type="sphere" size="0.022" condim="3"', '<geom type="sphere" size="0.022" condim="6"')
+    scene = re.sub(r"<option .*?/>", MENAGERIE_OPTION, robot_asset("go2").read_text(), flags=re.S)
+    assert MENAGERIE_OPTION in scene and 'condim="6"' in robot and "<gyro" not in robot
+    return {"scene.xml": scene, "go2.xml": robot}

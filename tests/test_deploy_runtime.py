@@ -39,7 +39,14 @@ from unilab_gpu.export.export_run import export_agent  # noqa: E402
 from unilab_gpu.export.metadata import deployment_metadata  # noqa: E402
 from unilab_gpu.export.onnx_policy import write_onnx  # noqa: E402
 from unilab_gpu.export.policy import deterministic_policy  # noqa: E402
-from unilab_gpu.export.sim2sim import FallRule, Sim2Sim, load_reference, sim2sim  # noqa: E402
+from unilab_gpu.export.sim2sim import (  # noqa: E402
+    FallRule,
+    Sim2Sim,
+    divergence_warnings,
+    load_reference,
+    sim2sim,
+    solver_unconverged,
+)
 from unilab_gpu.paths import robot_asset  # noqa: E402
 from unilab_gpu.rl.sac import SacAgent, SacConfig  # noqa: E402
 
@@ -743,3 +750,106 @@ def test_colon_form_terms_train_export_and_run_in_mujoco_c(tmp_path, capsys) -> 
     report = json.loads(out.read_text())
     assert report["falls_are"].startswith("anchor height off the reference's by > 0.25 m or gravity z")
     assert report["seconds"] == 0.2
+
+
+def test_a_negative_command_is_the_value_of_command(cases, tmp_path) -> None:
+    out = tmp_path / "report.json"
+    args = [str(cases["g1_velocity_play"].path), "--command", "-0.3,0,0", "--seconds", "0.1", "--out", str(out)]
+    assert sim2sim_main(args) == 0  # argparse alone: "expected one argument"
+    assert json.loads(out.read_text())["command"] == [-0.3, 0.0, 0.0]
+
+
+def test_a_diverged_simulation_is_named_counted_as_a_fall_and_kept_out_of_the_errors(cases) -> None:
+    case = cases["g1_velocity_play"]
+    warnings: list[str] = []
+    run = Sim2Sim(case.controller(), [0.5, 0.0, 0.0], FallRule.of_task(case.policy.metadata), warn=warnings.append)
+    reached = []
+
+    def blow_up(data, ghost) -> None:  # after control step 3: a velocity MuJoCo C refuses (|qvel| > 1e10)
+        reached.append(float(np.linalg.norm(data.qvel[:2])))
+        if len(reached) == 3:
+            data.qvel[6] = 1e11
+
+    measured = []
+    errors = run.errors
+    run.errors = lambda frame: measured.append(errors(frame)) or measured[-1]
+    result = run.run(0.2, on_frame=blow_up)
+    summary, (row,) = result["summary"], result["per_second"]
+    assert summary["diverged"] == row["diverged"] == 1 and summary["falls"] >= 1
+    assert run.warnings[0].startswith("the simulation diverged at 0.08 s (MuJoCo C reset a bad state")
+    assert warnings == [f"unilab-sim2sim: warning: {text}" for text in run.warnings]
+    # The errors are the means of the 9 steps that did not diverge (the diverged one would read as
+    # the reset robot standing still: an error of the whole command).
+    assert len(measured) == 9
+    mean = np.mean([m["lin_vel_error_mps"] for m in measured])
+    assert summary["lin_vel_error_mps"] == pytest.approx(mean) == row["lin_vel_error_mps"]
+    assert run.divergence.max_qvel == 1000.0
+    data = run.data
+    data.qvel[0] = 2000.0  # finite, outside the task's divergence envelope
+    assert run.diverged(divergence_warnings(data))
+    data.qvel[0] = 1.0
+    assert not run.diverged(divergence_warnings(data)) and run.diverged(divergence_warnings(data) - 1)
+
+
+def test_solver_non_convergence_is_told_from_mujocos_own_iteration_stats() -> None:
+    model = mujoco.MjModel.from_xml_path(str(robot_asset("go2")))
+    model.opt.cone, model.opt.impratio = mujoco.mjtCone.mjCONE_ELLIPTIC, 100.0
+
+    def after_drop(iterations: int) -> tuple[bool, np.ndarray]:
+        model.opt.iterations = iterations
+        data = mujoco.MjData(model)
+        mujoco.mj_resetDataKeyframe(model, data, 0)
+        data.qpos[2] += 0.01  # lands on its feet in the next steps: contacts that change
+        unconverged = []
+        for _ in range(20):
+            mujoco.mj_step(model, data)
+            unconverged.append(solver_unconverged(model, data))
+        return any(unconverged), data.qacc.copy()
+
+    starved, qacc_starved = after_drop(1)
+    ample, qacc_ample = after_drop(1000)
+    assert starved and not ample
+    # The reference: a solver that did converge gives other accelerations than the starved one.
+    assert np.abs(qacc_starved - qacc_ample).max() > 1e-3
+
+
+def test_sim2sim_reports_the_physics_it_ran_and_warns_of_an_unconverged_solver(cases, tmp_path) -> None:
+    case = cases["g1_velocity_play"]
+
+    def starve(meta):
+        meta["physics"]["iterations"], meta["physics"]["ls_iterations"] = 1, 1
+        return meta
+
+    starved = _with_metadata(case.path, tmp_path / "starved.onnx", starve)
+    lines: list[str] = []
+    report = sim2sim(starved, [0.5, 0.0, 0.0], seconds=0.2, announce=lines.append)
+    assert report["physics"] == {**case.policy.metadata["physics"], "iterations": 1, "ls_iterations": 1}
+    assert case.policy.metadata["physics"]["iterations"] == 10  # the G1 scene's own
+    fraction = report["summary"]["solver_unconverged_fraction"]
+    assert 0 < fraction <= 1 and report["per_second"][0]["solver_unconverged_fraction"] == fraction
+    (warning,) = report["warnings"]
+    assert warning.startswith("MuJoCo's constraint solver stopped at its iteration cap (1) without converging in ")
+    assert f"of {10 * 4} physics steps" in warning and f"unilab-sim2sim: warning: {warning}" in lines
+    plain = sim2sim(case.path, [0.5, 0.0, 0.0], seconds=0.2, announce=lambda line: None)
+    assert plain["warnings"] == [] and plain["summary"]["solver_unconverged_fraction"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda p: {**p, "cone": "conic"}, "'physics.cone' must be one of pyramidal, elliptic, got 'conic'"),
+        (lambda p: {**p, "iterations": 0}, "'physics.iterations' must be an integer >= 1, got 0"),
+        (lambda p: {**p, "impratio": float("nan")}, "'physics.impratio' must be a finite number > 0"),
+        (lambda p: {**p, "timestep": 0.004}, "'physics.timestep' must be physics_dt (0.005 s), got 0.004"),
+        (lambda p: {k: v for k, v in p.items() if k != "ls_iterations"}, "'physics.ls_iterations' must be an integer"),
+    ],
+)
+def test_bad_physics_metadata_is_refused_naming_the_option(cases, tmp_path, edit, message: str) -> None:
+    def bad(meta):
+        meta["physics"] = edit(meta["physics"])
+        return meta
+
+    path = _with_metadata(cases["g1_velocity_play"].path, tmp_path / "bad.onnx", bad)
+    with pytest.raises(DeploymentError) as error:
+        PolicyFile(path)
+    assert message in str(error.value) and "\n" not in str(error.value)

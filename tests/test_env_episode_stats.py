@@ -67,6 +67,8 @@ def test_summary_is_one_copy_to_the_host_and_matches_hand_computed_means() -> No
         "episode/diverged_states": 1.0,
         "env/non_finite_actions": 3.0,
         "env/deferred_resets": 1.0,
+        "env/solver_iteration_limits": 0.0,
+        "env/line_search_limits": 0.0,
         "reward/alive": (1.0 + 2.0 + 4.0) / 3,
         "reward/effort": (-0.5 - 1.0 - 2.0) / 3,
         "termination/time_out": 1 / 3,
@@ -99,6 +101,8 @@ def test_accumulators_are_named_and_clear_keeps_the_published_extras() -> None:
         stats.diverged_states,
         stats.non_finite_actions,
         stats.deferred_resets,
+        stats.solver_iteration_limits,
+        stats.line_search_limits,
         stats.steps,
         stats.step_sums["tracking/error"],
     ]

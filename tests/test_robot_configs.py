@@ -65,6 +65,9 @@ def test_another_robot_leaves_nothing_of_the_g1(user_folder, task: str, override
     assert cfg.rewards["pose"].params["weights"] == BIPED["pose_weights"]
     robot = dataclasses.asdict(cfg.robot)
     assert robot.pop("keyframe") == "stand" and robot.pop("tracking") is None and robot.pop("mirror_name_pairs") is None
+    assert robot.pop("physics") == dict.fromkeys(("timestep", "iterations", "ls_iterations", "cone", "impratio"))
+    assert robot["imu"].pop("site") is robot["imu"].pop("body") is None and robot["imu"].pop("pos") == [0.0] * 3
+    assert robot["feet"].pop("condim") is robot["feet"].pop("friction") is None  # the MJCF edits' defaults: none
     assert robot == BIPED
     assert cfg.sim.model == "biped"
     assert cfg.rewards["feet_phase"].params["site_names"] == ["left_sole", "right_sole"]
@@ -77,6 +80,9 @@ def test_the_g1_tasks_read_the_g1_robot_config() -> None:
     g1 = yaml.safe_load((Path(__file__).parents[1] / "configs" / "robot" / "g1.yaml").read_text())
     for task in ("g1_velocity", "g1_stand", "g1_tracking", "g1_velocity_play", "g1_tracking_play"):
         robot = dataclasses.asdict(load_task_cfg(task).robot)
+        assert not any(robot.pop("physics").values())  # the G1 runs its MJCF's options
+        assert [robot["imu"].pop(k) for k in ("site", "body", "pos")] == [None, None, [0.0] * 3]
+        assert [robot["feet"].pop(k) for k in ("condim", "friction")] == [None, None]
         assert robot == g1, task
 
 
@@ -137,7 +143,7 @@ BAD_ROBOT_CONFIGS = {
         {"model": "no_such_robot"},
         (ROBOT_FILE, "'model': robot asset 'no_such_robot/scene.xml' not found"),
     ),
-    "missing MJCF file": ({"model": "/no/such/robot.xml"}, (ROBOT_FILE, "'model': no MJCF file at /no/such/robot.xml")),
+    "missing MJCF file": ({"model": "/no/such/robot.xml"}, (ROBOT_FILE, "'model': model file not found: /no/such/robot.xml")),
 }
 
 

@@ -1,31 +1,84 @@
 """The MJCF contract (unilab_gpu.sim.robot_contract, docs/robots.md): every robot folder under
-assets/robots/ keeps it, and a model that breaks one rule is told which, in one line."""
+assets/robots/, and under each UNILAB_PATH folder's assets/robots/, keeps it (built as the env
+builds it: with the robot config of its name), and a model that breaks one rule is told which, in
+one line."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import mujoco
 import pytest
 from robot_models import BIPED_POSE, biped_xml
 from script_helpers import SCRIPTS
 
-from unilab_gpu.paths import ASSETS_DIR
+from unilab_gpu.envs.robot_model import load_robot_cfg, robot_edit
+from unilab_gpu.paths import ASSETS_DIR, USER_PATH_ENV, user_folders
 from unilab_gpu.sim.robot_contract import contract_errors
 
 NOT_ROBOTS = {"pendulum": "a torque-driven, fixed-base toy for the RL tests (task actions: actuator_ctrl)"}
 """Model folders that are no legged robot, and why; they must break the contract (below)."""
 
 
-@pytest.mark.parametrize("robot", sorted(p.name for p in (ASSETS_DIR / "robots").iterdir() if p.is_dir()))
-def test_every_robot_folder_keeps_the_contract(robot: str) -> None:
-    model = mujoco.MjModel.from_xml_path(str(ASSETS_DIR / "robots" / robot / "scene.xml"))
-    errors = contract_errors(model)
-    if robot in NOT_ROBOTS:
-        assert errors, f"{robot} keeps the contract: it is a robot, remove it from NOT_ROBOTS"
+def robot_folders() -> list[Path]:
+    """The robot folders of the project and of every ``UNILAB_PATH`` folder (docs/robots.md step 1)."""
+    roots = [ASSETS_DIR / "robots", *(folder / "assets" / "robots" for folder in user_folders())]
+    return sorted((p for root in roots if root.is_dir() for p in root.iterdir() if p.is_dir()), key=str)
+
+
+def robot_contract_errors(folder: Path) -> list[str]:
+    """The contract's lines for a robot folder's ``scene.xml``, with the physics options and MJCF
+    edits of the robot config of the folder's name applied, as the env applies them."""
+    spec = mujoco.MjSpec.from_file(str(folder / "scene.xml"))
+    loaded = load_robot_cfg(folder.name)
+    if loaded is not None:
+        robot_edit(loaded[0])(spec)
+    return contract_errors(spec.compile(), loaded[0].keyframe if loaded is not None else "stand")
+
+
+@pytest.mark.parametrize("folder", robot_folders(), ids=lambda p: f"{p.parents[2].name}/{p.name}")
+def test_every_robot_folder_keeps_the_contract(folder: Path) -> None:
+    errors = robot_contract_errors(folder)
+    if folder.name in NOT_ROBOTS and folder.parent == ASSETS_DIR / "robots":
+        assert errors, f"{folder.name} keeps the contract: it is a robot, remove it from NOT_ROBOTS"
     else:
         assert errors == []
+
+
+def test_the_walk_takes_the_robots_of_unilab_path_and_their_configs(tmp_path, monkeypatch, biped_key: str) -> None:
+    robots = tmp_path / "assets" / "robots"
+    (robots / "biped").mkdir(parents=True)
+    (robots / "biped" / "scene.xml").write_text(biped_xml(biped_key))
+    (robots / "crouched").mkdir()
+    (robots / "crouched" / "scene.xml").write_text(biped_xml(biped_key.replace('"stand"', '"crouch"')))
+    monkeypatch.setenv(USER_PATH_ENV, str(tmp_path))
+    found = {p: p.name for p in robot_folders() if p.parent == robots}
+    assert sorted(found.values()) == ["biped", "crouched"]
+    assert robot_contract_errors(robots / "biped") == []
+    assert robot_contract_errors(robots / "crouched")[0].startswith("keyframe: no keyframe named 'stand'")
+    # Its robot config names another keyframe, and an option the contract then checks the key under.
+    (tmp_path / "configs" / "robot").mkdir(parents=True)
+    config = (
+        "model: crouched\nkeyframe: crouch\ntorso_body: torso\nimu: {gyro: imu_gyro, velocimeter: imu_linvel}\n"
+        "base_height: 0.45\nfall_height: 0.25\n"
+    )
+    (tmp_path / "configs" / "robot" / "crouched.yaml").write_text(config)
+    assert robot_contract_errors(robots / "crouched") == []
+    (tmp_path / "configs" / "robot" / "crouched.yaml").write_text(config + "physics: {impratio: 50}\n")
+    assert robot_contract_errors(robots / "crouched")[0].startswith("keyframe: 'crouch' does not hold its pose")
+
+
+def test_an_unnamed_free_joint_is_named_by_its_body(biped_key: str) -> None:
+    model = mujoco.MjModel.from_xml_string(biped_xml(biped_key).replace('<freejoint name="root"/>', "<freejoint/>"))
+    model.key_qpos[0, 2] += 1.0  # the key 1 m up in the air, its targets the pose: only the base accelerates, at -g
+    model.key_ctrl[0] = model.key_qpos[0, 7:]
+    (error,) = contract_errors(model)
+    assert "'#0'" not in error
+    assert error.startswith(
+        "keyframe: 'stand' does not hold its pose (|qacc| 9.81 at joint 'free joint of body 'torso', z'"
+    )
 
 
 @pytest.fixture(scope="module")

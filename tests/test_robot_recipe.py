@@ -1,8 +1,10 @@
-"""docs/robots.md, "Adding a robot", executed: a biped of the test's own (tests/robot_models.py, not
-one of the project's robots) is added exactly as the page says. The robot config and the task
-file are the page's YAML blocks, written where their first line says; the commands are the page's
-last block, run in order (with a tiny training budget and short rollouts appended). If the recipe
-drifts from the code, this fails."""
+"""docs/robots.md, "Adding a robot", executed: a robot whose MJCF comes as MuJoCo Menagerie ships
+its quadrupeds (tests/robot_models.py: the project's Go2 rewritten with a 2 ms timestep, an
+elliptic cone with impratio 100, condim-6 feet, an IMU site without sensors and no keyframe) is
+added exactly as the page says, its MJCF never edited by hand (only the keyframe tool's key is
+pasted in). The robot config and the task files are the page's YAML blocks, written where their
+first line says; the commands are the page's last block, run in order (with a tiny training budget
+and short rollouts appended). If the recipe drifts from the code, this fails."""
 
 from __future__ import annotations
 
@@ -13,10 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mujoco
 import pytest
 import torch
 from rl_agent_helpers import TINY_SAC_OVERRIDES
-from robot_models import biped_xml
+from robot_models import MENAGERIE_OPTION, menagerie_style_go2
 from script_helpers import SCRIPTS
 
 from unilab_gpu.cli.export import main as export_main
@@ -57,18 +60,23 @@ def recipe() -> tuple[dict[str, str], list[list[str]]]:
 
 
 @pytest.mark.slow
-def test_the_recipe_adds_a_robot_that_trains_exports_and_runs_in_mujoco(tmp_path, monkeypatch, capsys) -> None:
+def test_the_recipe_adds_a_menagerie_robot_that_trains_exports_and_runs_in_mujoco(tmp_path, monkeypatch) -> None:
     files, commands = recipe()
     assert set(files) == {
-        "configs/robot/biped.yaml",
-        "configs/task/biped_velocity.yaml",
-        "configs/task/biped_velocity_rough.yaml",
+        "configs/robot/quad.yaml",
+        "configs/task/quad_velocity.yaml",
+        "configs/task/quad_velocity_rough.yaml",
     }
-    assert len(files["configs/robot/biped.yaml"].strip().splitlines()) <= 30  # a small robot config
+    assert len(files["configs/robot/quad.yaml"].strip().splitlines()) <= 30  # a small robot config
     folder = tmp_path / "my_robots"
-    mjcf = folder / "assets" / "robots" / "biped" / "scene.xml"
-    mjcf.parent.mkdir(parents=True)
-    mjcf.write_text(biped_xml())  # the robot's MJCF, without its keyframe yet
+    robot = folder / "assets" / "robots" / "quad"
+    robot.mkdir(parents=True)
+
+    def write_mjcf(key: str = "") -> None:  # the MJCF as downloaded, without a keyframe until the tool's
+        for name, text in menagerie_style_go2(key).items():
+            (robot / name).write_text(text)
+
+    write_mjcf()
     for path, body in files.items():
         (folder / path).parent.mkdir(parents=True, exist_ok=True)
         (folder / path).write_text(body)
@@ -89,7 +97,7 @@ def test_the_recipe_adds_a_robot_that_trains_exports_and_runs_in_mujoco(tmp_path
                 text=True,
                 check=True,
             )
-            mjcf.write_text(biped_xml(tool.stdout))  # pasted into <keyframe>
+            write_mjcf(tool.stdout)  # pasted into <keyframe>
         elif name == "unilab-train":
             assert train_main([*args, *TINY_TRAINING]) == 0
         elif name == "unilab-play":
@@ -100,17 +108,37 @@ def test_the_recipe_adds_a_robot_that_trains_exports_and_runs_in_mujoco(tmp_path
             report = tmp_path / "sim2sim.json"
             assert sim2sim_main([*args, "--seconds", "0.2", "--out", str(report)]) == 0
             result = json.loads(report.read_text())
-            assert result["task"] == "biped_velocity" and result["seconds"] == pytest.approx(0.2)
-            assert result["mjcf"].endswith("biped/scene.xml")
+            assert result["task"] == "quad_velocity" and result["seconds"] == pytest.approx(0.2)
+            assert result["mjcf"].endswith("quad/scene.xml") and result["command"] == [-0.3, 0.0, 0.0]
+            # MuJoCo C ran the robot config's options over the MJCF's, as training did.
+            assert result["physics"] == {
+                "timestep": 0.005,
+                "iterations": 100,
+                "ls_iterations": 50,
+                "cone": "elliptic",
+                "impratio": 100.0,
+            }
+            assert result["physics_dt"] == 0.005 and result["control_dt"] == pytest.approx(0.02)
         else:
             raise AssertionError(f"the recipe runs a command this test does not know: {command}")
         ran.append(name)
     assert ran == ["export", "python", "unilab-train", "unilab-play", "unilab-export", "unilab-sim2sim"]
-    # The rough-terrain task of the page: the biped's floor becomes the terrain, rows stand on it.
+    assert MENAGERIE_OPTION in (robot / "scene.xml").read_text()  # the MJCF's own options, untouched
+    # The env built the robot the config describes: its options, the added IMU, condim-3 feet.
+    env = make_env("quad_velocity", num_envs=2, compile=False, announce=False)
+    model = env.sim.mj_model
+    assert (model.opt.timestep, model.opt.iterations, model.opt.ls_iterations) == (0.005, 100, 50)
+    assert model.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC and model.opt.impratio == 100.0
+    assert model.sensor("imu_gyro").type[0] == mujoco.mjtSensor.mjSENS_GYRO and env.step_dt == pytest.approx(0.02)
+    assert {int(model.geom(f"{leg}_foot_collision").condim[0]) for leg in ("FL", "FR", "RL", "RR")} == {3}
+    # Without the config's timestep, the MJCF's 2 ms under decimation 4 would control at 125 Hz: refused.
+    with pytest.raises(ValueError, match=r"= 0.008 s \(125 Hz\), but the task's 'control_dt' is 0.02 s"):
+        make_env("quad_velocity", num_envs=2, compile=False, announce=False, overrides=["robot.physics.timestep=null"])
+    # The rough-terrain task of the page: the robot's floor becomes the terrain, rows stand on it.
     small = ["terrain.num_levels=2", "terrain.num_cols=7", "terrain.sub_terrain_size=[3.0,3.0]"]
-    rough = make_env("biped_velocity_rough", num_envs=2, compile=False, overrides=small, announce=False)
+    rough = make_env("quad_velocity_rough", num_envs=2, compile=False, overrides=small, announce=False)
     rough.reset()
     rough.step(torch.zeros(2, rough.action_dim))
     assert rough.sim.mj_model.nhfield == 1 and rough.terrain.num_levels == 2
     ground = rough.terrain.heights_at(rough.robot.root_pos_w[:, :2])
-    assert bool((rough.robot.root_pos_w[:, 2] - ground > 0.2).all())
+    assert bool((rough.robot.root_pos_w[:, 2] - ground > 0.15).all())

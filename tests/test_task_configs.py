@@ -10,7 +10,10 @@ the snapshots' ``actions`` sections alone were rewritten mechanically into the t
 kept), every other key untouched. When the tracking command took motion sets (issue 33) the
 tracking snapshots gained its one new parameter, ``motion_weights: null`` (every clip weight 1,
 the old behaviour), and later ``motion_order: auto`` (unnamed columns detected, the old behaviour). When tasks could stand on a generated terrain (issue 32) every config gained
-``terrain``, which these flat-ground tasks leave ``None`` (the scene's own floor, as before).
+``terrain``, which these flat-ground tasks leave ``None`` (the scene's own floor, as before). When
+robots came to own their physics options (issue 47) every config gained ``control_dt``, the period
+``decimation x timestep`` is checked against: 0.02 s (4 x 5 ms, as before) for the robot tasks,
+``None`` (unchecked) for the pendulum.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ def test_resolved_config_equals_the_pre_split_snapshot(task: str) -> None:
     resolved = dataclasses.asdict(load_task_cfg(task))
     resolved.pop("robot", None)
     assert resolved.pop("terrain") is None, f"task '{task}' stands on its scene's floor"
+    assert resolved.pop("control_dt") == (None if task == "pendulum" else 0.02)
+    assert task == "pendulum" or expected["decimation"] * 0.005 == pytest.approx(0.02)
     assert list(resolved) == list(expected)
     for key in expected:
         assert _ordered(resolved[key]) == _ordered(expected[key]), f"task '{task}': '{key}' differs from the snapshot"

@@ -149,7 +149,7 @@ def test_a_model_without_heightfield_is_flat() -> None:
 # -- metadata ------------------------------------------------------------------------------------
 def test_metadata_names_the_terrain_and_its_heights(rough) -> None:
     meta = rough.policy.metadata
-    assert meta["metadata_version"] == METADATA_VERSION == 4
+    assert meta["metadata_version"] == METADATA_VERSION == 5
     assert meta["terrain"] == json.loads(json.dumps(dataclasses.asdict(rough.env.cfg.terrain)))
     assert meta["terrain"]["num_cols"] == 3 and meta["terrain"]["sub_terrain_size"] == [4.0, 4.0]
     assert meta["terrain_sha256"] == hashlib.sha256(rough.grid.heights.tobytes()).hexdigest()
@@ -165,6 +165,7 @@ def test_a_version_3_file_loads_as_flat_ground() -> None:
     policy = PolicyFile(COMMITTED_FLAT)
     assert policy.metadata["metadata_version"] == 3
     assert policy.metadata["terrain"] is None and policy.metadata["terrain_sha256"] is None
+    assert policy.metadata["physics"] is None  # before version 5: the MJCF's own options
 
 
 @pytest.mark.parametrize(

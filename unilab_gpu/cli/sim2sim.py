@@ -78,6 +78,20 @@ def _command(text: str) -> list[float]:
     return values
 
 
+def _joined_command(argv: list[str]) -> list[str]:
+    """``--command -0.3,0,0`` as ``--command=-0.3,0,0``: argparse takes a value that starts with
+    ``-`` and is no plain negative number for an option, and would say "expected one argument"."""
+    joined, i = [], 0
+    while i < len(argv):
+        if argv[i] == "--command" and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            joined.append(f"--command={argv[i + 1]}")
+            i += 2
+        else:
+            joined.append(argv[i])
+            i += 1
+    return joined
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="unilab-sim2sim", description=__doc__.split("\n")[0])
     parser.add_argument("policy", help="exported policy (unilab-export)")
@@ -99,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--terrain-column", type=int, default=None, help="start in this column (default: 0)")
     start.add_argument("--sub-terrain", default=None, help="start in the first column of this sub-terrain type")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_joined_command(sys.argv[1:] if argv is None else list(argv)))
     if args.seconds is not None and not (math.isfinite(args.seconds) and args.seconds > 0):
         parser.error(f"--seconds must be a finite number > 0, got {args.seconds}")
     if args.out is not None and args.video is not None and _same_file(args.out, args.video):

@@ -12,7 +12,8 @@ Map:
     terms         numpy versions of the observation terms the policies read, by the env term's path
     ground        Ground: the ground height under a point, from the model's floor heightfield (z = 0 without one)
     reference     ReferenceMotion: a canonical motion clip at the control rate, played by time
-    model_check   check_model: the MJCF against the metadata (joints, actuators, gains, limits, timestep)
+    physics       the physics options a policy trained with (metadata ``physics``): read, written, compared
+    model_check   check_model: the MJCF against the metadata (joints, actuators, gains, limits, physics options)
     controller    Controller: MjData -> observation -> action -> PD targets, stepped at the metadata's rates
     terminations  numpy twins of the failure terminations (falls), by the env term's path
     registry      the user's twins: modules listed in UNILAB_DEPLOY_MODULES

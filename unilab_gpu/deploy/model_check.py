@@ -12,6 +12,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from .physics import physics_mismatch
 from .policy_file import DeploymentError
 
 RTOL = 1e-5
@@ -50,7 +51,8 @@ def root_address(model: mujoco.MjModel) -> int:
 def check_model(model: mujoco.MjModel, meta: dict[str, Any]) -> None:
     """Refuse a model that differs from the one the policy was trained on.
 
-    Checked: the timestep against ``physics_dt``; per action ``i``: actuator
+    Checked: the timestep against ``physics_dt``, and the solver options against ``physics`` (when
+    the metadata has them: write them with :func:`.physics.apply_physics_options`); per action ``i``: actuator
     ``actuator_names[i]`` exists and drives joint ``joint_names[i]``; for ``joint_position``
     actions it is a position actuator with ``kp`` = ``stiffness[i]`` and ``kv`` = ``damping[i]``;
     its force limit equals ``effort_limit[i]`` (``null``: none); the observed joints are the
@@ -64,6 +66,10 @@ def check_model(model: mujoco.MjModel, meta: dict[str, Any]) -> None:
         raise DeploymentError(
             f"MJCF does not match the policy: timestep {timestep:g} s, the policy's physics_dt {meta['physics_dt']:g} s"
         )
+    if meta.get("physics") is not None:
+        mismatch = physics_mismatch(model, meta["physics"], RTOL)
+        if mismatch is not None:
+            raise DeploymentError(f"MJCF does not match the policy: {mismatch}")
     joint_addresses(model, meta["joint_names"])
     _check_observed_joints(model, meta)
     actuators = actuator_ids(model, meta["actuator_names"])

@@ -16,21 +16,25 @@ from typing import Any
 
 import numpy as np
 
-METADATA_VERSION = 4
+from .physics import CONES, PHYSICS_KEYS
+
+METADATA_VERSION = 5
 """The ``metadata_version`` ``unilab-export`` writes and this runtime reads. History: 2 added
 ``action_offset_observation_columns`` (residual actions about a motion reference); 3 added per
 observation term ``func``, ``params`` (defaults filled in) and ``noise``, the ``commands`` those
 terms read (function and parameters), ``robot_model``, ``keyframe``, ``observed_joint_names`` and
 ``observed_default_joint_pos``: enough to assemble the observation without the training code; 4
 added ``terrain`` (the generated ground's config, ``null`` on flat ground) and ``terrain_sha256``
-(of its heights), which a version-3 file lacks and means flat ground."""
+(of its heights), which a version-3 file lacks and means flat ground; 5 added ``physics`` (the
+options the model trained with, ``deploy.physics``), which an older file lacks and means the
+MJCF's own options."""
 
 OLDEST_METADATA_VERSION = 3
 """The oldest ``metadata_version`` this runtime still reads (what it adds since is optional)."""
 
-OPTIONAL_KEYS = {"terrain": None, "terrain_sha256": None}
+OPTIONAL_KEYS = {"terrain": None, "terrain_sha256": None, "physics": None}
 """Keys added after :data:`OLDEST_METADATA_VERSION`, which an older file lacks, with the value its
-lack means: no terrain, flat ground."""
+lack means: no terrain, flat ground, the MJCF's own physics options."""
 
 REQUIRED_KEYS = (
     "observation_dim",
@@ -187,6 +191,18 @@ def check_metadata(meta: dict[str, Any], source: str | os.PathLike) -> None:
             and isinstance(command.get("params"), dict)
         ):
             check.fail(f"commands.{name}", "{func: <class path>, params: {...}}", command)
+    physics = meta.get("physics")
+    if physics is not None:
+        if not isinstance(physics, dict):
+            check.fail("physics", "null (the MJCF's options) or a mapping of " + ", ".join(PHYSICS_KEYS), physics)
+        for key in ("timestep", "impratio"):
+            check.number(physics, key, positive=True, where="physics.")
+        for key in ("iterations", "ls_iterations"):
+            check.integer(physics, key, low=1, where="physics.")
+        if physics.get("cone") not in CONES:
+            check.fail("physics.cone", f"one of {', '.join(CONES)}", physics.get("cone"))
+        if abs(physics["timestep"] - meta["physics_dt"]) > 1e-6 * meta["physics_dt"]:
+            check.fail("physics.timestep", f"physics_dt ({meta['physics_dt']:g} s)", physics["timestep"])
     terrain, digest = meta.get("terrain"), meta.get("terrain_sha256")
     if terrain is not None and not isinstance(terrain, dict):
         check.fail("terrain", "null (flat ground) or the terrain config (a mapping)", terrain)
@@ -210,15 +226,15 @@ class _Checker:
             self.fail(key, expected, meta[key])
         return meta[key]
 
-    def number(self, meta: dict[str, Any], key: str, positive: bool = False) -> float:
-        value = meta[key]
+    def number(self, meta: dict[str, Any], key: str, positive: bool = False, where: str = "") -> float:
+        value = meta.get(key)
         if not (_finite(value) and (value > 0 or not positive)):
-            self.fail(key, "a finite number" + (" > 0" if positive else ""), value)
+            self.fail(where + key, "a finite number" + (" > 0" if positive else ""), value)
         return float(value)
 
-    def integer(self, meta: dict[str, Any], key: str, low: int) -> int:
-        if not (_is_int(meta[key]) and meta[key] >= low):
-            self.fail(key, f"an integer >= {low}", meta[key])
+    def integer(self, meta: dict[str, Any], key: str, low: int, where: str = "") -> int:
+        if not (_is_int(meta.get(key)) and meta[key] >= low):
+            self.fail(where + key, f"an integer >= {low}", meta.get(key))
         return meta[key]
 
     def each(self, meta: dict[str, Any], key: str, length: int | None, ok, expected: str, per: str = "action") -> list:

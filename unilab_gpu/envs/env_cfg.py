@@ -14,6 +14,7 @@ from typing import Any
 from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from unilab_gpu.deploy.physics import CONES
 from unilab_gpu.managers.event_manager import EVENT_MODES
 from unilab_gpu.managers.term_cfg import (
     ActionCfg,
@@ -50,6 +51,31 @@ class ImuCfg:
     """Name of the ``<gyro>`` sensor: base angular velocity in the IMU frame."""
     velocimeter: str = "???"
     """Name of the ``<velocimeter>`` sensor: base linear velocity in the IMU frame."""
+    site: str | None = None
+    """The IMU site. Given, and the MJCF lacks the two sensors, they are added on it at load
+    (``envs.robot_model``); ``None``: the MJCF carries the sensors itself."""
+    body: str | None = None
+    """The body to add ``site`` to when the MJCF lacks that site too (``None``: the site must exist)."""
+    pos: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    """Position of an added site in ``body``'s frame (m)."""
+
+
+@dataclass
+class PhysicsCfg:
+    """The physics options a robot needs, written over its MJCF's ``<option>`` at load (the user's
+    MJCF stays untouched); ``None`` keeps the MJCF's own value. An exported policy records the
+    options it trained with, and ``unilab-sim2sim`` runs with the same."""
+
+    timestep: float | None = None
+    """Physics step (s); ``decimation * timestep`` must equal the task's ``control_dt``."""
+    iterations: int | None = None
+    """Solver iterations per step at most (an elliptic cone with a high ``impratio`` needs more)."""
+    ls_iterations: int | None = None
+    """Line-search iterations per solver iteration at most."""
+    cone: str | None = None
+    """Friction cone: ``pyramidal`` or ``elliptic``."""
+    impratio: float | None = None
+    """Ratio of frictional to normal constraint impedance (elliptic cones; MuJoCo's default 1)."""
 
 
 @dataclass
@@ -65,6 +91,12 @@ class FeetCfg:
     """The geoms the feet stand on, names or regexes (friction randomization)."""
     swing_height: float = MISSING
     """Peak foot height of the gait reward's swing (m)."""
+    condim: int | None = None
+    """Contact dimension written to every geom of ``geoms`` at load (3: sliding friction only);
+    ``None``: the MJCF's."""
+    friction: list[float] | None = None
+    """``[sliding, torsional, rolling]`` friction written to every geom of ``geoms`` at load;
+    ``None``: the MJCF's."""
 
 
 @dataclass
@@ -100,6 +132,8 @@ class RobotCfg:
     """Root body below this height: the robot fell (m)."""
     pose_weights: dict[str, float] = field(default_factory=dict)
     """Joint-name regex -> weight of its deviation from the keyframe pose (pose reward)."""
+    physics: PhysicsCfg = field(default_factory=PhysicsCfg)
+    """Physics options written over the MJCF's ``<option>`` at load."""
     feet: FeetCfg | None = None
     tracking: TrackingBodiesCfg | None = None
     mirror_name_pairs: list[list[str]] | None = None
@@ -132,6 +166,9 @@ class EnvCfg:
     num_envs: int = 64
     decimation: int = 4
     """Physics steps per env step."""
+    control_dt: float | None = None
+    """The task's control period (s): the env refuses a model whose ``decimation * timestep``
+    differs (a 2 ms MJCF would otherwise run a 50 Hz task at 125 Hz). ``None``: not checked."""
     episode_length_s: float = 10.0
     reset_capacity: int = 0
     """Rows reset per step at most (0: ``max(8, num_envs // 8)``); more wait a step, none is lost."""
@@ -224,6 +261,12 @@ def check_env_cfg(cfg: EnvCfg, num_envs: int) -> None:
         num_envs,
     )
     _require(cfg.decimation >= 1, "decimation", ">= 1", cfg.decimation)
+    if cfg.control_dt is not None:
+        _require(
+            _finite(cfg.control_dt) and cfg.control_dt > 0, "control_dt", "a finite number > 0 (s)", cfg.control_dt
+        )
+    if cfg.robot is not None:
+        _check_physics(cfg.robot.physics)
     _require(
         _finite(cfg.episode_length_s) and cfg.episode_length_s > 0, "episode_length_s", "> 0", cfg.episode_length_s
     )
@@ -262,6 +305,43 @@ def check_env_cfg(cfg: EnvCfg, num_envs: int) -> None:
             _check_range(f"{where}.interval_range_s", event.interval_range_s, strict=False)
             low = event.interval_range_s[0]
             _require(low > 0, f"{where}.interval_range_s", "[low, high] with low > 0", event.interval_range_s)
+
+
+def _check_physics(physics: PhysicsCfg) -> None:
+    where = "robot.physics"
+    for key in ("timestep", "impratio"):
+        value = getattr(physics, key)
+        if value is not None:
+            _require(_finite(value) and value > 0, f"{where}.{key}", "a finite number > 0 (or null: the MJCF's)", value)
+    for key in ("iterations", "ls_iterations"):
+        value = getattr(physics, key)
+        if value is not None:
+            _require(value >= 1, f"{where}.{key}", "an integer >= 1 (or null: the MJCF's)", value)
+    if physics.cone is not None:
+        _require(physics.cone in CONES, f"{where}.cone", f"one of {', '.join(CONES)} (or null)", physics.cone)
+
+
+def check_control_rate(cfg: EnvCfg, timestep: float) -> None:
+    """Refuse a model whose physics ``timestep`` makes ``decimation * timestep`` differ from the
+    task's ``control_dt`` (a 2 ms MJCF under a 5 ms task would silently control at 125 Hz, not 50).
+
+    Raises:
+      ValueError: one line with both periods and the two ways to agree.
+    """
+    if cfg.control_dt is None:
+        return
+    period = cfg.decimation * timestep
+    if abs(period - cfg.control_dt) <= 1e-6 * cfg.control_dt:
+        return
+    fixes = [f"the robot config's physics.timestep: {cfg.control_dt / cfg.decimation:g}"]
+    steps = cfg.control_dt / timestep
+    if abs(steps - round(steps)) <= 1e-6 * steps and round(steps) >= 1:
+        fixes.insert(0, f"decimation: {round(steps)}")
+    raise ValueError(
+        f"env config: 'decimation' x timestep = {cfg.decimation} x {timestep:g} s = {period:g} s "
+        f"({1 / period:g} Hz), but the task's 'control_dt' is {cfg.control_dt:g} s ({1 / cfg.control_dt:g} Hz); "
+        f"set {' or '.join(fixes)}"
+    )
 
 
 def _check_noise(where: str, noise: NoiseCfg) -> None:

@@ -6,7 +6,14 @@ from collections.abc import Sequence
 
 import torch
 
-HEALTH_KEYS = ("env/non_finite_actions", "episode/non_finite_states", "episode/diverged_states", "env/deferred_resets")
+HEALTH_KEYS = (
+    "env/non_finite_actions",
+    "episode/non_finite_states",
+    "episode/diverged_states",
+    "env/deferred_resets",
+    "env/solver_iteration_limits",
+    "env/line_search_limits",
+)
 """Keys of :meth:`EpisodeStats.summary` that count events, meaningful even when no episode ended."""
 
 
@@ -42,6 +49,11 @@ class EpisodeStats:
         """Row-steps whose action had a non-finite entry (replaced by 0)."""
         self.deferred_resets = zeros()
         """Row-steps a reset waited because more rows ended than ``reset_capacity``."""
+        self.solver_iteration_limits = zeros()
+        """Row-steps in which MJWarp's constraint solver stopped at its iteration cap unconverged
+        (in any substep): counted here instead of one printed line per world and substep."""
+        self.line_search_limits = zeros()
+        """Row-steps in which MJWarp's line search stopped at its iteration cap (in any substep)."""
         self.steps = zeros()
         """Steps accumulated since the last ``clear()`` (the denominator of ``step_sums``)."""
         self.step_sums: dict[str, torch.Tensor] = {}
@@ -117,6 +129,12 @@ class EpisodeStats:
         """Add this step's rows whose reset was deferred (``(num_envs,)`` bool)."""
         self.deferred_resets.add_(pending.to(torch.float32).sum())
 
+    def count_solver_limits(self, iterations: torch.Tensor, line_search: torch.Tensor) -> None:
+        """Add this step's rows whose solver (``iterations``) or line search (``line_search``) hit
+        its cap, ``(num_envs,)`` bool each."""
+        self.solver_iteration_limits.add_(iterations.to(torch.float32).sum())
+        self.line_search_limits.add_(line_search.to(torch.float32).sum())
+
     def accumulators(self) -> list[torch.Tensor]:
         """The tensors summed since the last ``clear()``, in a fixed order: summing each over the
         ranks of a data-parallel run gives the fleet's statistics. Published extras belong to
@@ -133,6 +151,8 @@ class EpisodeStats:
             self.diverged_states,
             self.non_finite_actions,
             self.deferred_resets,
+            self.solver_iteration_limits,
+            self.line_search_limits,
             self.steps,
             *self.step_sums.values(),
             *(groups.totals for groups in self.row_groups.values()),
@@ -163,6 +183,8 @@ class EpisodeStats:
             "episode/diverged_states": value(self.diverged_states),
             "env/non_finite_actions": value(self.non_finite_actions),
             "env/deferred_resets": value(self.deferred_resets),
+            "env/solver_iteration_limits": value(self.solver_iteration_limits),
+            "env/line_search_limits": value(self.line_search_limits),
         }
         reward = value(self.reward_term_sums) / count
         out.update({f"reward/{name}": reward[i] for i, name in enumerate(self.reward_terms)})
@@ -186,7 +208,8 @@ class EpisodeStats:
         of episodes), ``episode/terminated_rate``, ``episode/time_out_rate``, and counts:
         ``episode/count``, ``episode/non_finite_states`` and ``episode/diverged_states`` (rows
         terminated for a NaN or an implausible state), ``env/non_finite_actions`` (row-steps),
-        ``env/deferred_resets`` (row-steps); then the terms' extras, their step means
+        ``env/deferred_resets``, ``env/solver_iteration_limits`` and ``env/line_search_limits``
+        (row-steps); then the terms' extras, their step means
         (``add_step_mean``) and their per-group episode totals (``add_row_groups``). Computed in
         float64, as Python would from the float32 totals."""
         means = self.means(torch.float64)

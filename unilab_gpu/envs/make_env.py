@@ -17,10 +17,12 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from unilab_gpu import list_tasks
-from unilab_gpu.envs.env_cfg import EnvCfg, typed_terms
+from unilab_gpu.envs.env_cfg import EnvCfg, check_env_cfg, typed_terms
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.envs.robot_check import check_robot
-from unilab_gpu.paths import config_roots, group_choices, robot_asset, robot_config_file
+from unilab_gpu.envs.robot_model import robot_edit
+from unilab_gpu.paths import config_roots, group_choices, robot_config_file
+from unilab_gpu.sim.simulator import model_path
 from unilab_gpu.utils.overrides import override_syntax_problem
 
 SCHEMA_NAME = "env_cfg_schema"
@@ -263,10 +265,15 @@ def make_env(
         raise TypeError(f"make_env: 'seed' must be a whole number in [0, 2**64), got {seed!r}")
     cfg, robot_file = _load(task, overrides)
     if cfg.robot is not None:
+        check_env_cfg(cfg, num_envs if num_envs is not None else cfg.num_envs)  # before the MJCF is edited by it
         _check_robot_model(task, cfg, robot_file)
     # Seeding is the caller's choice of a process-wide stream, not the env's: the env only draws.
     torch.manual_seed(seed)
     return ManagerBasedRlEnv(cfg, num_envs, device, name=task, **env_kwargs)
+
+
+def _mujoco_message(error: Exception) -> str:
+    return " ".join(str(error).removeprefix("Error: ").split())
 
 
 def _check_robot_model(task: str, cfg: EnvCfg, robot_file: Path | None) -> None:
@@ -274,16 +281,21 @@ def _check_robot_model(task: str, cfg: EnvCfg, robot_file: Path | None) -> None:
     (``envs.robot_check``), so a bad robot fails in one line before the env is built."""
     where = f"robot config {robot_file}: 'model'" if robot_file is not None else "'sim.model'"
     try:
-        model_file = Path(cfg.sim.model) if cfg.sim.model.endswith(".xml") else robot_asset(cfg.sim.model)
+        model_file = model_path(cfg.sim.model)
     except FileNotFoundError as error:
         raise ValueError(f"task '{task}': {where}: {error}") from None
-    if not model_file.is_file():
-        raise ValueError(f"task '{task}': {where}: no MJCF file at {model_file}")
     try:
-        model = mujoco.MjModel.from_xml_path(str(model_file))
+        spec = mujoco.MjSpec.from_file(str(model_file))
+    except ValueError as error:  # MuJoCo's parser
+        raise ValueError(f"task '{task}': {model_file}: {_mujoco_message(error)}") from None
+    try:
+        robot_edit(cfg.robot)(spec)  # the robot config's physics options and MJCF edits, as the env applies them
+    except ValueError as error:
+        raise ValueError(f"task '{task}': robot config {robot_file or 'the robot section'}: {error}") from None
+    try:
+        model = spec.compile()
     except ValueError as error:  # MuJoCo's compiler: e.g. a keyframe of the wrong size
-        message = " ".join(str(error).removeprefix("Error: ").split())
-        raise ValueError(f"task '{task}': {model_file}: {message}") from None
+        raise ValueError(f"task '{task}': {model_file}: {_mujoco_message(error)}") from None
     try:
         check_robot(cfg.robot, model, robot_file or "the robot section", model_file)
     except ValueError as error:

@@ -7,11 +7,14 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import mujoco
+import mujoco_warp as mjw
 import torch
 
-from unilab_gpu.envs.env_cfg import EnvCfg, check_env_cfg
+from unilab_gpu.envs.env_cfg import EnvCfg, check_control_rate, check_env_cfg
 from unilab_gpu.envs.episode_stats import EpisodeStats
 from unilab_gpu.envs.reset_rows import ResetRowCompactor
+from unilab_gpu.envs.robot_model import robot_edit
 from unilab_gpu.envs.snapshot import EnvSnapshot, env_tensors
 from unilab_gpu.managers.action_manager import ActionManager
 from unilab_gpu.managers.command_manager import CommandManager
@@ -26,7 +29,7 @@ from unilab_gpu.managers.termination_manager import TerminationManager
 from unilab_gpu.sim.capture import CaptureUnsupportedError, CudaGraph, capture_unsupported_reason
 from unilab_gpu.sim.device import verbose_requested
 from unilab_gpu.sim.robot import Robot
-from unilab_gpu.sim.simulator import Simulator
+from unilab_gpu.sim.simulator import SOLVER_LIMITS, Simulator, load_mj_model
 from unilab_gpu.terrain.curriculum import TerrainCurriculum
 from unilab_gpu.terrain.generator import TerrainCfg, generate_terrain
 from unilab_gpu.terrain.scene import add_terrain
@@ -62,6 +65,10 @@ class StepResult:
     not be learned from (the replay skips them), their rewards and end flags are zero."""
     stats: EpisodeStats
     """Device-side accumulators over ended episodes."""
+
+
+SOLVER_ITERATIONS = int(mjw.OverflowType.ITERATIONS)
+SOLVER_LINE_SEARCH = int(mjw.OverflowType.LS_ITERATIONS)
 
 
 class ManagerBasedRlEnv:
@@ -121,12 +128,15 @@ class ManagerBasedRlEnv:
         self.reset_capacity = min(capacity, self.num_envs)
         self.terrain_grid = generate_terrain(cfg.terrain) if cfg.terrain is not None else None
         """The generated ground (``terrain.generator.TerrainGrid``), or None on the scene's flat floor."""
-        grid = self.terrain_grid
-        self.sim = Simulator.from_file(
-            cfg.sim.model,
+        self.model_edit = self._model_edit()
+        """The edit of the MJCF's spec the env builds its model with: the robot config's physics
+        options and MJCF edits (``envs.robot_model``), then the terrain."""
+        mj_model = load_mj_model(cfg.sim.model, self.model_edit)
+        check_control_rate(cfg, float(mj_model.opt.timestep))
+        self.sim = Simulator(
+            mj_model,
             self.num_envs,
             device,
-            edit=None if grid is None else (lambda spec: add_terrain(spec, grid)),
             keyframe=cfg.sim.keyframe,
             njmax=cfg.sim.njmax,
             nconmax=cfg.sim.nconmax,
@@ -155,6 +165,7 @@ class ManagerBasedRlEnv:
         padded with ``num_envs``, ``qpos``, ``qvel``, ``episode_failed``): filled by the env, the
         command terms and the reset events, in that order (``_stage_resets_eager``)."""
 
+        grid = self.terrain_grid
         self.terrain = (
             None
             if grid is None
@@ -454,6 +465,9 @@ class ManagerBasedRlEnv:
         self._diverged.copy_(outside & ~self._non_finite)
         invalid = self._non_finite | self._diverged
         self.state_valid.copy_(~invalid)  # before the commands: their step metrics skip these rows
+        flags = self.sim.overflow  # MJWarp's solver caps, counted here rather than printed per substep
+        self.stats.count_solver_limits((flags & SOLVER_ITERATIONS) != 0, (flags & SOLVER_LINE_SEARCH) != 0)
+        flags.bitwise_and_(~SOLVER_LIMITS)
         self.command_manager.update(self)
         terms = self.termination_manager
         terms.compute(self, invalid)
@@ -579,6 +593,18 @@ class ManagerBasedRlEnv:
         self._capture = False
         self.capture_skipped = reason
         warnings.warn(f"unilab-gpu: the env step runs eagerly on {self.device}: {reason}", stacklevel=3)
+
+    def _model_edit(self) -> Callable[[mujoco.MjSpec], None]:
+        robot = robot_edit(self.cfg.robot) if self.cfg.robot is not None else None
+        grid = self.terrain_grid
+
+        def edit(spec: mujoco.MjSpec) -> None:
+            if robot is not None:
+                robot(spec)
+            if grid is not None:
+                add_terrain(spec, grid)
+
+        return edit
 
     def _bind_terrain(self, cfg: TerrainCfg) -> None:
         """Publish the mean terrain level and attach the curriculum, which reads the command term

@@ -25,6 +25,10 @@ A task on a generated terrain records its resolved ``terrain`` config (``terrain
 as plain JSON; ``null`` on flat ground) and ``terrain_sha256``, the sha256 of the generated float32
 heights: a runtime that rebuilds the ground from the config (``generate_terrain`` and
 ``add_terrain`` on the robot's MJCF, as ``unilab-sim2sim`` does) proves it is the same ground.
+
+``physics`` holds the options the env's model ran with (``deploy.physics``: timestep, solver and
+line-search iterations, friction cone, impratio: the robot config's over its MJCF's), which
+``unilab-sim2sim`` writes onto its MuJoCo model.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from typing import Any
 import mujoco
 
 from unilab_gpu.deploy.ground import heights_sha256
+from unilab_gpu.deploy.physics import physics_options
 from unilab_gpu.deploy.policy_file import METADATA_VERSION
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.managers.term import NAME_PARAMS, resolve_callable
@@ -120,6 +125,7 @@ def deployment_metadata(
         "control_dt": env.step_dt,
         "physics_dt": env.physics_dt,
         "decimation": env.cfg.decimation,
+        "physics": physics_options(m),
         "terrain": _plain(dataclasses.asdict(env.cfg.terrain)) if env.cfg.terrain is not None else None,
         "terrain_sha256": heights_sha256(env.terrain_grid.heights) if env.terrain_grid is not None else None,
     }

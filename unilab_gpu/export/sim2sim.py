@@ -16,6 +16,13 @@ policy starts on one sub-terrain, its origin added to the keyframe's root positi
 ``Terrain.stage`` does (:func:`choose_terrain`). A terrain file replaces the metadata's ground for
 a run (an evaluation terrain of fixed slopes or stairs).
 
+The model is the robot as training built it: the task's robot config edits applied to the MJCF
+(``envs.robot_model``) and the metadata's ``physics`` (timestep, solver budget, cone, impratio)
+written over its options. MuJoCo C stays silent when its solver stops at the iteration cap
+unconverged and resets a state whose acceleration blows up: the run counts both, warns, and the
+report names them (``solver_unconverged_fraction``; ``diverged``, each also a fall, its steps left
+out of the errors) rather than letting them pass as large velocity errors.
+
 Unlike :mod:`unilab_gpu.deploy`, this module uses the training side: the task config (the
 failure terminations and their thresholds), motion conversion and the offscreen renderer.
 """
@@ -35,8 +42,11 @@ import numpy as np
 from unilab_gpu.deploy import Controller, DeploymentError, PolicyFile, ReferenceMotion
 from unilab_gpu.deploy.controller import command_of
 from unilab_gpu.deploy.ground import heights_sha256
+from unilab_gpu.deploy.physics import apply_physics_options, physics_options
 from unilab_gpu.deploy.rotations import quat_conjugate, quat_mul, rotate, rotate_inverse, yaw_quat
 from unilab_gpu.deploy.terminations import build_fall_check, fall_check_builders
+from unilab_gpu.envs.env_cfg import DivergenceCfg, EnvCfg, RobotCfg
+from unilab_gpu.envs.robot_model import robot_edit
 from unilab_gpu.export.metadata import defining_path
 from unilab_gpu.managers.term import resolve_callable
 from unilab_gpu.paths import terrain_file
@@ -90,10 +100,11 @@ class FallRule:
         Raises:
           DeploymentError: no failure termination of the task has a twin (nothing to count falls by).
         """
-        from unilab_gpu.envs.make_env import load_task_cfg  # the training side's config
+        return cls.of_config(meta.get("task"), task_config(meta))
 
-        task = meta.get("task")
-        cfg = load_task_cfg(task, meta.get("env_overrides") or [])
+    @classmethod
+    def of_config(cls, task: str | None, cfg: EnvCfg) -> FallRule:
+        """The rule of task config ``cfg`` (of ``task``, for messages); see :meth:`of_task`."""
         order = list(fall_check_builders())
         counted, uncounted = [], []
         for name, term in cfg.terminations.items():
@@ -112,6 +123,13 @@ class FallRule:
             )
         counted.sort(key=lambda entry: order.index(entry[1]))
         return cls(tuple(counted), tuple(uncounted))
+
+
+def task_config(meta: dict[str, Any]) -> EnvCfg:
+    """The task config of a policy's metadata (``task`` with the training run's overrides)."""
+    from unilab_gpu.envs.make_env import load_task_cfg  # the training side's config
+
+    return load_task_cfg(meta.get("task"), meta.get("env_overrides") or [])
 
 
 def find_motion(name: str, policy_path: str | Path | None) -> Path:
@@ -319,14 +337,32 @@ def choose_terrain(
     return TerrainChoice(grid, config, source, level, column)
 
 
-def scene_model(mjcf: str | Path, grid: TerrainGrid | None = None) -> mujoco.MjModel:
-    """The MuJoCo model of ``mjcf``, on ``grid``'s terrain when given: its floor plane replaced by the
-    heightfield, as the env builds its scene (``terrain.scene.add_terrain``)."""
-    if grid is None:
-        return mujoco.MjModel.from_xml_path(str(mjcf))
+def scene_model(
+    mjcf: str | Path,
+    grid: TerrainGrid | None = None,
+    robot: RobotCfg | None = None,
+    physics: dict[str, Any] | None = None,
+) -> mujoco.MjModel:
+    """The MuJoCo model of ``mjcf`` as the env built it: the ``robot`` config's physics options and
+    MJCF edits applied (``envs.robot_model``), on ``grid``'s terrain when given (its floor plane
+    replaced by the heightfield, ``terrain.scene.add_terrain``), then the metadata's ``physics``
+    written over its options (:func:`~unilab_gpu.deploy.physics.apply_physics_options`).
+
+    Raises:
+      DeploymentError: a robot config edit names what ``mjcf`` lacks.
+    """
     spec = mujoco.MjSpec.from_file(str(mjcf))
-    add_terrain(spec, grid)
-    return spec.compile()
+    if robot is not None:
+        try:
+            robot_edit(robot)(spec)
+        except ValueError as error:
+            raise DeploymentError(f"{mjcf}: the robot config's edit does not apply: {error}") from None
+    if grid is not None:
+        add_terrain(spec, grid)
+    model = spec.compile()
+    if physics is not None:
+        apply_physics_options(model, physics)
+    return model
 
 
 def control_steps(seconds: float, control_dt: float) -> int:
@@ -352,6 +388,10 @@ class Sim2Sim:
       falls: the failure terminations counted (:class:`FallRule`).
       origin: ``(3,)`` added to the keyframe's root position at every start of a velocity policy
         (the sub-terrain it starts on, :class:`TerrainChoice`); ``None``: the keyframe's.
+      divergence: the envelope of a plausible state (the task's ``divergence``): a state outside it,
+        non-finite, or one MuJoCo C reset for a bad ``qacc``/``qpos``/``qvel`` (its warnings) is a
+        diverged simulation, counted as a fall and as ``diverged``, its step left out of the errors.
+      warn: receives each warning line (the first divergence; solver non-convergence, at the end).
     """
 
     def __init__(
@@ -360,6 +400,8 @@ class Sim2Sim:
         command: Sequence[float] | None,
         falls: FallRule,
         origin: Sequence[float] | None = None,
+        divergence: DivergenceCfg | None = None,
+        warn: Callable[[str], None] = print,
     ) -> None:
         self.controller = ctl = controller
         self.origin = None if origin is None else np.asarray(origin, dtype=np.float64)
@@ -387,6 +429,13 @@ class Sim2Sim:
             self.anchor_column = ctl.reference.body_column(params["anchor_body"])
         self._substep_torque = 0.0
         self._substep_ratio = 0.0
+        self._unconverged = 0
+        """Physics steps of the current control step whose constraint solver stopped at its
+        iteration cap without converging."""
+        self.divergence = divergence if divergence is not None else DivergenceCfg()
+        self.warn = warn
+        self.warnings: list[str] = []
+        """The warnings of the run, in order (the report's ``warnings``)."""
         self.start()
 
     def start(self, time: float = 0.0, phase: float = 0.0) -> None:
@@ -412,6 +461,23 @@ class Sim2Sim:
         tau = np.abs(self.controller.pd_torque(data))
         self._substep_torque = max(self._substep_torque, float(np.max(tau - self.effort)))
         self._substep_ratio = max(self._substep_ratio, float(np.max(tau / self.effort)))
+        self._unconverged += int(solver_unconverged(self.model, data))
+
+    def diverged(self, warnings_before: int) -> bool:
+        """Whether the control step just taken diverged: MuJoCo C warned of a bad acceleration,
+        position or velocity (it then resets the state to ``qpos0``, which would otherwise read as
+        huge velocity errors), or the state is non-finite or outside :attr:`divergence`."""
+        data = self.data
+        if divergence_warnings(data) > warnings_before:
+            return True
+        finite = np.isfinite(data.qpos).all() and np.isfinite(data.qvel).all()
+        return not finite or (
+            np.abs(data.qpos).max() > self.divergence.max_qpos or np.abs(data.qvel).max() > self.divergence.max_qvel
+        )
+
+    def _warn(self, text: str) -> None:
+        self.warnings.append(text)
+        self.warn(f"unilab-sim2sim: warning: {text}")
 
     def fallen(self, frame: int) -> bool:
         """Whether the state fails a counted termination (:class:`FallRule`); ``frame``: the
@@ -483,16 +549,18 @@ class Sim2Sim:
         try:
             for step in range(steps):
                 if step % steps_per_second == 0:
-                    row = {"second": len(per_second), "falls": 0, "steps": 0, "sums": {}}
-                    per_second.append(row | {"joint": 0.0, "torque": 0.0, "ratio": 0.0})
+                    row = {"second": len(per_second), "falls": 0, "diverged": 0, "steps": 0, "measured": 0}
+                    per_second.append(row | {"unconverged": 0, "sums": {}, "joint": 0.0, "torque": 0.0, "ratio": 0.0})
                 second = per_second[-1]
                 frame = ctl.frame
-                self._substep_torque, self._substep_ratio = -np.inf, 0.0
+                self._substep_torque, self._substep_ratio, self._unconverged = -np.inf, 0.0, 0
+                warnings_before = divergence_warnings(self.data)
                 ctl.step(self.data, on_substep=self._watch)
+                diverged = self.diverged(warnings_before)
                 q = self.data.qpos[ctl.joint_qpos]
-                excess = float(np.max(np.maximum(self.joint_low - q, q - self.joint_high)))
-                measured = self.errors(frame) | self.velocity()
-                fell = self.fallen(frame)
+                excess = 0.0 if diverged else float(np.max(np.maximum(self.joint_low - q, q - self.joint_high)))
+                measured = {} if diverged else self.errors(frame) | self.velocity()
+                fell = diverged or self.fallen(frame)
                 # The step's numbers are recorded together, so an interrupt leaves no half-counted step.
                 second["joint"] = max(second["joint"], excess)
                 second["torque"] = max(second["torque"], self._substep_torque)
@@ -500,8 +568,18 @@ class Sim2Sim:
                 for name, value in measured.items():
                     second["sums"][name] = second["sums"].get(name, 0.0) + value
                 second["steps"] += 1
+                second["measured"] += int(not diverged)
+                second["unconverged"] += self._unconverged
                 second["falls"] += int(fell)
+                second["diverged"] += int(diverged)
                 done, falls = done + 1, falls + int(fell)
+                if diverged and sum(s["diverged"] for s in per_second) == 1:  # the first divergence
+                    self._warn(
+                        f"the simulation diverged at {done * ctl.control_dt:.2f} s (MuJoCo C reset a bad state, or "
+                        "it left the task's divergence envelope); counted as a fall and as 'diverged', and the robot "
+                        "restarts; a larger solver budget (the robot config's physics.iterations) or a smaller "
+                        "timestep may hold it"
+                    )
                 if on_frame is not None:
                     on_frame(self.data, ctl.reference.state(ctl.frame)[0] if self.tracking else None)
                 if fell:
@@ -510,30 +588,77 @@ class Sim2Sim:
                     on_step(done, steps, falls)
         except KeyboardInterrupt:
             interrupted = True
-        rows = [_row(s) for s in per_second if s["steps"]]
+        seconds_run = [s for s in per_second if s["steps"]]
+        unconverged = sum(s["unconverged"] for s in seconds_run)
+        if unconverged:
+            substeps = sum(s["steps"] for s in seconds_run) * ctl.decimation
+            self._warn(
+                f"MuJoCo's constraint solver stopped at its iteration cap ({self.model.opt.iterations}) without "
+                f"converging in {unconverged} of {substeps} physics steps; its forces there are approximate: raise "
+                "the robot config's physics.iterations (and ls_iterations), as an elliptic cone with a high impratio "
+                "needs, and retrain"
+            )
+        names = list(dict.fromkeys(name for s in seconds_run for name in s["sums"]))
+        rows = [_row(s, names, ctl.decimation) for s in seconds_run]
         return {
             "steps": done,
             "interrupted": interrupted,
             "per_second": rows,
-            "summary": _summary(rows) if rows else None,
+            "summary": _summary(rows, seconds_run, ctl.decimation) if rows else None,
         }
 
 
-def _row(second: dict[str, Any]) -> dict[str, Any]:
-    row = {"second": second["second"], "falls": second["falls"]}
-    row.update({name: total / second["steps"] for name, total in second["sums"].items()})
+def solver_unconverged(model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+    """Whether the constraint solver of the last ``mj_step`` stopped at ``opt.iterations`` in some
+    island without meeting its tolerance (MuJoCo C says nothing then; its forces are approximate)."""
+    cap, tolerance = int(model.opt.iterations), float(model.opt.tolerance)
+    for island in range(max(int(data.nisland), 1)):
+        niter = int(data.solver_niter[island])
+        if niter < cap:
+            continue
+        last = island * mujoco.mjNSOLVER + min(niter, mujoco.mjNSOLVER) - 1  # the stats of its last iteration
+        stat = data.solver[last]
+        if not (stat.improvement < tolerance or stat.gradient < tolerance):
+            return True
+    return False
+
+
+DIVERGENCE_WARNINGS = (
+    mujoco.mjtWarning.mjWARN_BADQACC,
+    mujoco.mjtWarning.mjWARN_BADQPOS,
+    mujoco.mjtWarning.mjWARN_BADQVEL,
+)
+"""MuJoCo C's warnings of a state it found unusable and reset (to ``qpos0``)."""
+
+
+def divergence_warnings(data: mujoco.MjData) -> int:
+    """How many times MuJoCo C has reset ``data`` for a bad acceleration, position or velocity."""
+    return sum(int(data.warning[int(kind)].number) for kind in DIVERGENCE_WARNINGS)
+
+
+def _row(second: dict[str, Any], names: list[str], decimation: int) -> dict[str, Any]:
+    """One second's numbers; an error is NaN in a second whose every step diverged."""
+    row = {"second": second["second"], "falls": second["falls"], "diverged": second["diverged"]}
+    measured = second["measured"]
+    row.update({name: second["sums"][name] / measured if measured else math.nan for name in names})
     row["joint_limit_excess_rad"] = max(second["joint"], 0.0)
     row["torque_limit_excess_nm"] = max(second["torque"], 0.0)
     row["peak_torque_over_limit"] = second["ratio"]
+    row["solver_unconverged_fraction"] = second["unconverged"] / (second["steps"] * decimation)
     return row
 
 
-def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    means = [k for k in rows[0] if k.endswith(("_mps", "_radps", "_m"))]
-    summary: dict[str, Any] = {"falls": sum(r["falls"] for r in rows)}
-    summary.update({k: float(np.mean([r[k] for r in rows])) for k in means})
+def _summary(rows: list[dict[str, Any]], seconds: list[dict[str, Any]], decimation: int) -> dict[str, Any]:
+    """Falls and divergences summed, errors averaged over the measured steps, excesses at their peak,
+    the solver's unconverged share of every physics step."""
+    measured = sum(s["measured"] for s in seconds)
+    names = list(dict.fromkeys(name for s in seconds for name in s["sums"]))
+    summary: dict[str, Any] = {"falls": sum(r["falls"] for r in rows), "diverged": sum(r["diverged"] for r in rows)}
+    summary.update({name: sum(s["sums"].get(name, 0.0) for s in seconds) / measured for name in names})  # measured > 0
     for key in ("joint_limit_excess_rad", "torque_limit_excess_nm", "peak_torque_over_limit"):
         summary[key] = max(r[key] for r in rows)
+    substeps = sum(s["steps"] for s in seconds) * decimation
+    summary["solver_unconverged_fraction"] = sum(s["unconverged"] for s in seconds) / substeps
     return summary
 
 
@@ -572,7 +697,9 @@ def sim2sim(
     kind = policy_kind(meta)
     mjcf = Path(model_path) if model_path is not None else robot_asset(meta.get("robot_model") or "g1")
     ground = choose_terrain(meta, kind, terrain, terrain_level, terrain_column, sub_terrain)
-    model = scene_model(mjcf, ground.grid if ground is not None else None)
+    cfg = task_config(meta)
+    # The robot as training built it: its config's MJCF edits, the training run's physics options.
+    model = scene_model(mjcf, ground.grid if ground is not None else None, cfg.robot, meta.get("physics"))
     if kind == "velocity" and motion is not None:
         raise DeploymentError(f"--motion: the policy ({meta.get('task')}) follows no motion command")
     if kind == "velocity" and command is None:
@@ -588,9 +715,9 @@ def sim2sim(
         announce(f"unilab-sim2sim: the reference lasts {reference.duration:.2f} s; running {reference.duration:.2f} s")
         seconds = reference.duration
     control_steps(seconds, controller.control_dt)  # refuse before the model and renderer are set up
-    falls = FallRule.of_task(meta)
+    falls = FallRule.of_config(meta.get("task"), cfg)
     origin = ground.origin if ground is not None and reference is None else None
-    run = Sim2Sim(controller, command, falls, origin)
+    run = Sim2Sim(controller, command, falls, origin, cfg.divergence, warn=announce)
     on_ground = ""
     if ground is not None:
         on_ground = f" on the terrain of {'the policy' if ground.source == 'metadata' else ground.source}"
@@ -623,9 +750,11 @@ def sim2sim(
         "seconds": round(steps * controller.control_dt, 9),
         "control_dt": controller.control_dt,
         "physics_dt": float(model.opt.timestep),
+        "physics": physics_options(model),
         "falls_are": run.falls_are,
         "falls_not_counted": [f"{name} ({func}): no runtime twin" for name, func in falls.uncounted],
         "wall_seconds": round(time.perf_counter() - started, 2),
+        "warnings": run.warnings,
         **result,
     }
 

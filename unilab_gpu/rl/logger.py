@@ -100,6 +100,8 @@ HEALTH = (
     ("episode/non_finite_states", "NaN states"),
     ("episode/diverged_states", "diverged states"),
     ("env/deferred_resets", "deferred resets"),
+    ("env/solver_iteration_limits", "row-steps at the solver's iteration cap (robot config physics.iterations)"),
+    ("env/line_search_limits", "row-steps at the line-search cap (physics.ls_iterations)"),
 )
 """(scalar tag, label) of event counts, shown in a report only when non-zero."""
 

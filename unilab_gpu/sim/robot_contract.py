@@ -33,7 +33,37 @@ def contract_errors(model: mujoco.MjModel, keyframe: str = "stand") -> list[str]
 
 
 def _name(model: mujoco.MjModel, kind: mujoco.mjtObj, index: int) -> str:
+    if kind == mujoco.mjtObj.mjOBJ_JOINT:
+        return joint_label(model, index)
     return mujoco.mj_id2name(model, kind, index) or f"#{index}"
+
+
+def joint_label(model: mujoco.MjModel, joint: int) -> str:
+    """A joint's name, or for an unnamed one (Menagerie's ``<freejoint/>``) what it is and whose:
+    ``free joint of body 'trunk'``."""
+    name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, joint)
+    if name:
+        return name
+    kind = mujoco.mjtJoint(model.jnt_type[joint]).name.removeprefix("mjJNT_").lower()
+    body = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, int(model.jnt_bodyid[joint])) or "world"
+    return f"{kind} joint of body '{body}'"
+
+
+def hold_error(model: mujoco.MjModel, data: mujoco.MjData) -> str | None:
+    """Why the state of ``data`` (after ``mj_forward``, at rest) does not hold its pose: the largest
+    ``|qacc|`` and its joint when it passes :data:`HOLD_TOLERANCE`; ``None`` when it holds."""
+    worst = int(np.argmax(np.abs(data.qacc)))
+    if abs(data.qacc[worst]) <= HOLD_TOLERANCE:
+        return None
+    joint = int(model.dof_jntid[worst])
+    where = joint_label(model, joint)
+    if model.jnt_type[joint] == mujoco.mjtJoint.mjJNT_FREE:
+        where += f", {FREE_DOF_NAMES[worst - int(model.jnt_dofadr[joint])]}"
+    return f"|qacc| {abs(data.qacc[worst]):.3g} at joint '{where}' > {HOLD_TOLERANCE}"
+
+
+FREE_DOF_NAMES = ("x", "y", "z", "roll rate", "pitch rate", "yaw rate")
+"""The six degrees of freedom of a free joint, in ``qvel`` order (world-frame linear, body-frame angular)."""
 
 
 def _joints(model: mujoco.MjModel) -> str | None:
@@ -106,11 +136,10 @@ def _keyframe(model: mujoco.MjModel, keyframe: str) -> str | None:
     mujoco.mj_resetDataKeyframe(model, data, key)
     data.qvel[:] = 0.0
     mujoco.mj_forward(model, data)
-    worst = int(np.argmax(np.abs(data.qacc)))
-    if abs(data.qacc[worst]) > HOLD_TOLERANCE:
-        dof = _name(model, mujoco.mjtObj.mjOBJ_JOINT, int(model.dof_jntid[worst]))
+    error = hold_error(model, data)
+    if error is not None:
         return (
-            f"keyframe: '{keyframe}' does not hold its pose (|qacc| {abs(data.qacc[worst]):.3g} at joint '{dof}' "
-            f"> {HOLD_TOLERANCE}); write the holding targets that scripts/stand_keyframe.py computes as its ctrl"
+            f"keyframe: '{keyframe}' does not hold its pose ({error}); write the holding targets that "
+            "scripts/stand_keyframe.py computes (with the robot config's physics options) as its ctrl"
         )
     return None

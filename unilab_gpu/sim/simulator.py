@@ -48,6 +48,13 @@ def apply_warp_cuda_output() -> None:
     wp.config.cuda_output = value
 
 
+SOLVER_LIMITS = int(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS)
+"""MJWarp's overflow bits of a solver that stopped at its iteration or line-search cap. MJWarp
+prints a line per world and substep for each (44,904 lines in one training log); the simulator
+silences those prints, the env counts the bits into its statistics and clears them every step
+(``ManagerBasedRlEnv``), and training reports the count once per log interval."""
+
+
 class SimulationOverflowError(RuntimeError):
     """MJWarp ran out of contact or constraint capacity in at least one world."""
 
@@ -177,6 +184,7 @@ class Simulator:
             self.model = mjw.put_model(mj_model, batch_sizes={f: num_envs for f in batched_model_fields})
             if deterministic:
                 self.model.opt.deterministic = mjw.DeterminismType.ALL
+            self.model.opt.warn_overflow = int(mjw.OverflowType.ALL) & ~SOLVER_LIMITS  # counted, not printed
             if self.wp_device.is_cuda:
                 # A fixed number of solver iterations instead of MJWarp's early-exit loop: its
                 # wp.capture_while ends and resumes the stream capture (a new CUDA capture id, which
@@ -207,6 +215,10 @@ class Simulator:
             sensordata=wp.to_torch(self.data.sensordata),
             body_contact=wp.to_torch(self._body_contact),
         )
+        self.overflow = wp.to_torch(self.data.overflow)
+        """MJWarp's per-world overflow bitmask (``mujoco_warp.OverflowType``), ``(num_envs,)`` int32
+        view: capacity bits stay set (:meth:`check`), the :data:`SOLVER_LIMITS` bits are the env's to
+        count and clear."""
         self.model_fields = {name: wp.to_torch(getattr(self.model, name)) for name in batched_model_fields}
         """Per-world model fields, name -> ``(num_envs, ...)`` torch view (write to randomize)."""
         for name in ("qpos", "qvel", "ctrl"):

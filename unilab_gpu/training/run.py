@@ -47,7 +47,6 @@ from unilab_gpu.rl.logger import Progress, TrainLogger
 from unilab_gpu.rl.off_policy import run_updates
 from unilab_gpu.rl.trainer import OffPolicyTrainer, Trainer, TrainerSettings
 from unilab_gpu.sim.simulator import scene_xml
-from unilab_gpu.terrain.scene import add_terrain
 from unilab_gpu.training.config import ConfigError
 from unilab_gpu.training.evaluation import PeriodicEvaluation
 from unilab_gpu.training.signals import stop_signals_deferred
@@ -127,13 +126,13 @@ def write_config(cfg: DictConfig, run_dir: Path) -> None:
 
 def write_scene(env: ManagerBasedRlEnv, run_dir: Path) -> Path | None:
     """Write the run's ``scene.xml`` atomically when its task has a generated terrain: the robot's
-    MJCF with the floor replaced by the terrain, as the env built it (``terrain.scene.add_terrain``),
-    in one file that MuJoCo's viewer opens from the run folder (``python -m mujoco.viewer
-    --mjcf=scene.xml``); returns its path, or ``None`` on flat ground (the robot's own scene)."""
-    grid = env.terrain_grid
-    if grid is None:
+    MJCF with the floor replaced by the terrain and the robot config's physics options and edits,
+    as the env built it (``ManagerBasedRlEnv.model_edit``), in one file that MuJoCo's viewer opens
+    from the run folder (``python -m mujoco.viewer --mjcf=scene.xml``); returns its path, or
+    ``None`` on flat ground (the robot's own scene)."""
+    if env.terrain_grid is None:
         return None
-    text = scene_xml(env.cfg.sim.model, lambda spec: add_terrain(spec, grid)).encode()
+    text = scene_xml(env.cfg.sim.model, env.model_edit).encode()
     return write_atomic(run_dir / SCENE_NAME, lambda file: file.write(text))
 
 
