@@ -209,12 +209,12 @@ class OffPolicyTrainer:
         self._collected = 0  # steps added to replay by this process
         self._clock = make_phase_clock(PHASES, 1, self.device)
         self._update_sums = torch.zeros(len(UPDATE_METRICS), device=self.device)
-        capture = self.algo.capture_update and self.device.type == "cuda"  # on the CPU it runs directly
-        if capture and data_parallel is not None:
+        if self.algo.capture_update and data_parallel is not None:
             raise ValueError(
                 "algo.capture_update: must be false in a data-parallel run (gradients are averaged between ranks "
                 "inside the update)"
             )
+        capture = self.algo.capture_update and self.device.type == "cuda"  # on the CPU it runs directly
         self._update = UpdateStep(
             agent, self.replay, self.algo.batch_size, self.generator, self._update_sums, UPDATE_METRICS, capture
         )
