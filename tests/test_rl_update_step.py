@@ -18,19 +18,20 @@ from unilab_gpu.rl.checkpoint import load_checkpoint, save_checkpoint
 from unilab_gpu.rl.replay import ReplayBuffer
 from unilab_gpu.rl.trainer import UPDATE_METRICS, OffPolicyTrainer, TrainerSettings
 from unilab_gpu.rl.update_step import UpdateStep
+from unilab_gpu.utils.sync_audit import HostSyncError, no_host_sync
 
 ALGOS = ["sac", "flashsac"]
 NUM_ENVS = 4
 
 
-def filled_replay() -> ReplayBuffer:
+def filled_replay(device: str | torch.device = "cpu") -> ReplayBuffer:
     """12 steps of random transitions (policy obs 5, critic obs 7, actions 2), some episode ends."""
     gen = torch.Generator().manual_seed(3)
-    replay = ReplayBuffer(16, NUM_ENVS, 5, 7, 2, n_step=2, final_obs_fraction=0.5)
+    replay = ReplayBuffer(16, NUM_ENVS, 5, 7, 2, n_step=2, final_obs_fraction=0.5, device=device)
     for _ in range(12):
         policy, critic = torch.randn(NUM_ENVS, 5, generator=gen), torch.randn(NUM_ENVS, 7, generator=gen)
         ended = torch.rand(NUM_ENVS, generator=gen) < 0.2
-        replay.add(
+        step = (
             policy,
             critic,
             torch.rand(NUM_ENVS, 2, generator=gen) * 2 - 1,
@@ -40,6 +41,7 @@ def filled_replay() -> ReplayBuffer:
             torch.randn(NUM_ENVS, 5, generator=gen),
             torch.randn(NUM_ENVS, 7, generator=gen),
         )
+        replay.add(*(t.to(replay.device) for t in step))
     return replay
 
 
@@ -125,7 +127,7 @@ def test_capture_update_is_ignored_on_cpu_and_refused_in_a_data_parallel_run():
     cfg = algo_config({**TINY_CONFIGS["sac"], "capture_update": True}, compile=False)
     agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
     trainer = OffPolicyTrainer(env, agent, TrainerSettings(iterations=1))
-    assert trainer._update.capture is False  # CPU: the same update runs directly
+    assert trainer.update_step.capture is False  # CPU: the same update runs directly
     fleet = SimpleNamespace(world_size=2)
     with pytest.raises(ValueError, match="algo.capture_update.*data-parallel"):
         OffPolicyTrainer(env, agent, TrainerSettings(iterations=1), data_parallel=fleet)  # type: ignore[arg-type]
@@ -160,3 +162,18 @@ def test_checkpoint_saved_and_resumed_across_the_compiled_update(tmp_path):
     after = agent_tensors(resumed)
     assert any(not torch.equal(after[key], saved[key]) for key in saved if "actor" in key)
     assert all(torch.isfinite(value).all() for value in after.values() if value.is_floating_point())
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_update_step_does_no_host_sync_and_the_audit_sees_into_it(algo):
+    """What a CUDA graph records passes the host-sync audit; a host read slipped into the
+    agent's update is caught there (so the doctor's loop audit covers the update step)."""
+    agent = small_agent(algo, num_envs=NUM_ENVS, max_grad_norm=1.0)  # clipping audited too
+    step = UpdateStep(agent, filled_replay(), 16, torch.Generator().manual_seed(0), torch.zeros(5), UPDATE_METRICS)
+    with no_host_sync():
+        for _ in range(2):  # with and without the actor step
+            step()
+    body = agent.update_body
+    agent.update_body = lambda batch, actor_step: (batch["reward"].sum().item(), body(batch, actor_step))[1]
+    with pytest.raises(HostSyncError, match="item"), no_host_sync():
+        step()

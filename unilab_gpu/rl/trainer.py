@@ -215,9 +215,11 @@ class OffPolicyTrainer:
                 "inside the update)"
             )
         capture = self.algo.capture_update and self.device.type == "cuda"  # on the CPU it runs directly
-        self._update = UpdateStep(
+        self.update_step = UpdateStep(
             agent, self.replay, self.algo.batch_size, self.generator, self._update_sums, UPDATE_METRICS, capture
         )
+        """One gradient update from replay (sampling, update, metric sums); captured on CUDA with
+        ``algo.capture_update``."""
         self._reward_sum = torch.zeros((), device=self.device)
         self._window_updates = 0
         self._window_start = (0, time.perf_counter())
@@ -337,7 +339,7 @@ class OffPolicyTrainer:
         mark("replay")
         if self._collected >= steps_before_updates(self.algo.warmup_steps, self.replay.n_step):
             for _ in range(self.algo.updates_per_step):
-                self._update()
+                self.update_step()
             self._window_updates += self.algo.updates_per_step
         mark("update")
         self.iteration += 1
