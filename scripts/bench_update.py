@@ -10,11 +10,15 @@ measures, in this one process so that the ratios compare like with like:
 - ``update_ms``: one update (replay sampling, losses, backward, optimizer, target and temperature
   steps: :class:`~unilab_gpu.rl.update_step.UpdateStep`), the median over ``--blocks`` blocks of
   ``--updates`` updates each, the device synchronized around each block;
-- ``env_steps_per_s``: whole training iterations (act, env step, replay write, updates) over
-  ``--iterations`` iterations.
+- ``env_steps_per_s``: whole training iterations (act, env step, replay write, updates), from
+  the median over ``--blocks`` blocks of ``--iterations`` iterations each.
+
+The modes' blocks alternate, so a load that comes and goes on a shared machine weighs on every
+mode alike.
 
 Modes: ``eager`` (``algo.compile=false``), ``compiled`` (``algo.compile=true``, Inductor) and,
-on CUDA only, ``captured`` (``algo.compile=true``, ``algo.capture_update=true``). The env step is
+on CUDA only, ``captured`` (``algo.compile=true``, ``algo.capture_update=true``) and
+``captured_eager`` (the captured update without ``torch.compile``, where Triton is missing). The env step is
 the same in every mode (eager terms; captured as one CUDA graph on CUDA). ``--out`` is checked
 before any work and written atomically.
 
@@ -74,6 +78,7 @@ MODES = {
     "eager": {"compile": False, "capture_update": False},
     "compiled": {"compile": True, "capture_update": False},
     "captured": {"compile": True, "capture_update": True},
+    "captured_eager": {"compile": False, "capture_update": True},
 }
 """Mode name -> the two ``algo`` switches it sets."""
 
@@ -95,57 +100,69 @@ def build_trainer(preset: dict[str, Any], mode: str, device: str, seed: int) -> 
     return OffPolicyTrainer(env, agent, settings)
 
 
-def measure(preset_name: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
+def timed_ms(run: Callable[[], None], count: int, wait: Callable[[], None]) -> float:
+    """Milliseconds per call of ``count`` calls of ``run``, the device synchronized around them."""
+    wait()
+    start = time.perf_counter()
+    for _ in range(count):
+        run()
+    wait()
+    return 1e3 * (time.perf_counter() - start) / count
+
+
+def measure_preset(preset_name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """One row per mode of ``args.modes``. The modes' timed blocks alternate (eager, compiled, ...,
+    eager, compiled, ...), so that a load that comes and goes on a shared machine weighs on every
+    mode alike and the ratios stay fair."""
     preset = PRESETS[preset_name]
-    torch.manual_seed(args.seed)
-    trainer = build_trainer(preset, mode, args.device, args.seed)
-    wait = synchronized(trainer.device)
-    algo = trainer.algo
-    # The iterations before the first update: the env resets, random actions fill replay.
-    trainer.settings.iterations = steps_before_updates(algo.warmup_steps, algo.n_step) - 1
-    trainer.train()
-    start = time.perf_counter()
-    for _ in range(args.warm_updates):
-        trainer.update_step()
-    for _ in range(2):  # the policy's first actions (compiled in the compiled modes)
-        trainer.run_iteration()
-    wait()
-    first_updates_s = time.perf_counter() - start
-    blocks = []
-    for _ in range(args.blocks):
-        wait()
+    trainers, warm_s = {}, {}
+    for mode in args.modes:
+        torch.manual_seed(args.seed)
+        trainer = build_trainer(preset, mode, args.device, args.seed)
+        wait = synchronized(trainer.device)
+        # The iterations before the first update: the env resets, random actions fill replay.
+        trainer.settings.iterations = steps_before_updates(trainer.algo.warmup_steps, trainer.algo.n_step) - 1
+        trainer.train()
         start = time.perf_counter()
-        for _ in range(args.updates):
+        for _ in range(args.warm_updates):
             trainer.update_step()
+        for _ in range(2):  # the policy's first actions (compiled in the compiled modes)
+            trainer.run_iteration()
         wait()
-        blocks.append(1e3 * (time.perf_counter() - start) / args.updates)
-    wait()
-    start = time.perf_counter()
-    for _ in range(args.iterations):
-        trainer.run_iteration()
-    wait()
-    seconds = time.perf_counter() - start
-    row = {
-        "preset": preset_name,
-        "mode": mode,
-        "algo": preset["algo"],
-        "num_envs": preset["num_envs"],
-        "overrides": preset["overrides"],
-        "batch_size": algo.batch_size,
-        "updates_per_step": algo.updates_per_step,
-        "captured": bool(trainer.update_step.graphs),
-        "warm_updates_s": first_updates_s,
-        "update_ms": statistics.median(blocks),
-        "update_ms_blocks": blocks,
-        "iteration_ms": 1e3 * seconds / args.iterations,
-        "env_steps_per_s": args.iterations * preset["num_envs"] / seconds,
-    }
-    print(
-        f"{preset_name:15s} {mode:9s} update {row['update_ms']:9.2f} ms   {row['env_steps_per_s']:10.0f} env-steps/s "
-        f"(warm-up {first_updates_s:.0f} s)",
-        flush=True,
-    )
-    return row
+        trainers[mode], warm_s[mode] = trainer, time.perf_counter() - start
+    update_ms: dict[str, list[float]] = {mode: [] for mode in args.modes}
+    iteration_ms: dict[str, list[float]] = {mode: [] for mode in args.modes}
+    for _ in range(args.blocks):
+        for mode, trainer in trainers.items():
+            wait = synchronized(trainer.device)
+            update_ms[mode].append(timed_ms(trainer.update_step, args.updates, wait))
+            iteration_ms[mode].append(timed_ms(trainer.run_iteration, args.iterations, wait))
+    rows = []
+    for mode, trainer in trainers.items():
+        iteration = statistics.median(iteration_ms[mode])
+        row = {
+            "preset": preset_name,
+            "mode": mode,
+            "algo": preset["algo"],
+            "num_envs": preset["num_envs"],
+            "overrides": preset["overrides"],
+            "batch_size": trainer.algo.batch_size,
+            "updates_per_step": trainer.algo.updates_per_step,
+            "captured": bool(trainer.update_step.graphs),
+            "warm_up_s": warm_s[mode],
+            "update_ms": statistics.median(update_ms[mode]),
+            "update_ms_blocks": update_ms[mode],
+            "iteration_ms": iteration,
+            "iteration_ms_blocks": iteration_ms[mode],
+            "env_steps_per_s": preset["num_envs"] / (iteration / 1e3),
+        }
+        print(
+            f"{preset_name:15s} {mode:9s} update {row['update_ms']:9.2f} ms   {row['env_steps_per_s']:10.0f} "
+            f"env-steps/s (warm-up {warm_s[mode]:.0f} s)",
+            flush=True,
+        )
+        rows.append(row)
+    return rows
 
 
 def ratios(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -167,8 +184,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=["eager", "compiled"])
     parser.add_argument("--warm-updates", type=int, default=4, help="untimed updates first (compile, capture)")
     parser.add_argument("--updates", type=int, default=10, help="updates per timed block")
-    parser.add_argument("--blocks", type=int, default=3, help="timed blocks of updates (the median is reported)")
-    parser.add_argument("--iterations", type=int, default=20, help="timed training iterations")
+    parser.add_argument("--blocks", type=int, default=5, help="timed blocks of updates (the median is reported)")
+    parser.add_argument("--iterations", type=int, default=5, help="training iterations per timed block")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--force", action="store_true", help="replace an existing --out file")
@@ -176,14 +193,15 @@ def main(argv: list[str] | None = None) -> None:
     for option in ("warm_updates", "updates", "blocks", "iterations"):
         if getattr(args, option) < 1:
             raise SystemExit(f"bench_update: error: --{option.replace('_', '-')} must be >= 1, got {getattr(args, option)}")
-    if "captured" in args.modes and not args.device.startswith("cuda"):
-        raise SystemExit(f"bench_update: error: --modes captured needs a CUDA --device, got '{args.device}'")
+    captured = [mode for mode in args.modes if mode.startswith("captured")]
+    if captured and not args.device.startswith("cuda"):
+        raise SystemExit(f"bench_update: error: --modes {captured[0]} needs a CUDA --device, got '{args.device}'")
     try:  # found out now, not after minutes of measuring
         check_output(args.out, "--out", force=args.force, example="update.json")
     except OutputPathError as error:
         raise SystemExit(f"bench_update: error: {error}") from None
 
-    rows = [measure(preset, mode, args) for preset in args.presets for mode in args.modes]
+    rows = [row for preset in args.presets for row in measure_preset(preset, args)]
     report = {
         "benchmark": "update",
         "task": "g1_tracking",

@@ -24,6 +24,7 @@
 #   5 compile (55): torch.compile tried only now, the compiled step at 4096 envs (skipped without
 #     Triton);
 #   6 train (55): FlashSAC on G1 tracking at 4096 envs, captured step, compiled if block 5 passed;
+#   6b train_update (60): the update at 4096 envs, eager vs compiled vs captured (bench_gpu_update.json);
 #   7 dist_* (only with more than one GPU); 8 learning curves and the tracking policy's full-clip
 #     evaluation (LEARNING_CURVES=1, a second call); 9 generated terrain in the captured step
 #     (ROUGH=1 with SKIP_CHECKS=1, a call of its own); 10 the Go2 learning on rough terrain and its
@@ -35,7 +36,7 @@
 # GPU_CHECK_MIN_BLOCK (default 20) seconds left is skipped. gpu_check.json (the key facts so far)
 # is rewritten after every block, and when the check itself is stopped.
 # Writes to $OUT: gpu_check.json, environment.{json,txt}, warm.json, doctor.json,
-# bench_gpu_capture.json, gpu_tests.xml, bench_gpu_compiled.json, train_check.json (block 9:
+# bench_gpu_capture.json, gpu_tests.xml, bench_gpu_compiled.json, train_check.json, bench_gpu_update.json (block 9:
 # warm_rough.json, doctor_rough.json, bench_gpu_rough.json; block 10: warm_rough_learning.json,
 # go2_velocity_rough_sac_gpu.{json,png}, go2_rough_gpu_run/, go2_velocity_rough_gpu_terrain_eval.json),
 # summary.txt
@@ -212,6 +213,13 @@ fi
 #    unless updates ran and every logged loss is finite.
 block train 55 "$PY" scripts/gpu_train_check.py --device cuda --num-envs 4096 --seconds 20 \
   --max-seconds 50 --force --out "$OUT/train_check.json" -- "${train_compile[@]}"
+
+# 6b. (issue 49) The update beside the captured step, FlashSAC at 4096 envs: update ms and training
+#     env-steps/s, eager against compiled (if block 5 passed) and captured (scripts/bench_update.py).
+update_modes=(eager captured_eager)
+[ ${#train_compile[@]} -eq 0 ] && update_modes=(eager compiled captured)
+block train_update 60 "$PY" scripts/bench_update.py --device cuda --presets gpu --modes "${update_modes[@]}" \
+  --warm-updates 4 --updates 20 --blocks 3 --iterations 5 --force --out "$OUT/bench_gpu_update.json"
 
 # 7. Only with more than one visible GPU: data-parallel training, the doctor on every rank and the
 #    training throughput of 1 rank against all of them.
