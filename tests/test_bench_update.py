@@ -38,19 +38,30 @@ def test_report_schema_and_arithmetic(tmp_path: Path) -> None:
     (row,) = report["results"]
     assert row["preset"] == "main_job" and row["mode"] == "eager" and row["captured"] is False
     assert row["batch_size"] == 256 and row["updates_per_step"] == 1 and len(row["update_ms_blocks"]) == 2
-    assert min(row["update_ms_blocks"]) <= row["update_ms"] <= max(row["update_ms_blocks"])
+    assert row["update_ms_min"] == min(row["update_ms_blocks"]) <= row["update_ms"] <= max(row["update_ms_blocks"])
+    assert row["env_steps_per_s_best"] == pytest.approx(CPU_ENVS / (min(row["iteration_ms_blocks"]) / 1e3))
     assert row["env_steps_per_s"] == pytest.approx(CPU_ENVS / (row["iteration_ms"] / 1e3), rel=1e-9)
     assert report["ratios"] == {}  # one mode: nothing to compare
 
 
 def test_ratios_compare_each_mode_with_eager_of_the_same_preset():
+    def row(preset, mode, ms, best_ms, rate, best_rate):
+        values = (ms, best_ms, rate, best_rate)
+        keys = ("update_ms", "update_ms_min", "env_steps_per_s", "env_steps_per_s_best")
+        return {"preset": preset, "mode": mode, **dict(zip(keys, values, strict=True))}
+
     rows = [
-        {"preset": "a", "mode": "eager", "update_ms": 100.0, "env_steps_per_s": 10.0},
-        {"preset": "a", "mode": "compiled", "update_ms": 50.0, "env_steps_per_s": 15.0},
-        {"preset": "b", "mode": "compiled", "update_ms": 1.0, "env_steps_per_s": 1.0},  # no eager row
+        row("a", "eager", 100.0, 80.0, 10.0, 12.0),
+        row("a", "compiled", 50.0, 60.0, 15.0, 24.0),
+        row("b", "compiled", 1.0, 1.0, 1.0, 1.0),  # no eager row: nothing to compare
     ]
     assert bench.ratios(rows) == {
-        "a": {"compiled_update_time_over_eager": 0.5, "compiled_env_steps_per_s_over_eager": 1.5}
+        "a": {
+            "compiled_update_time_over_eager": 0.5,
+            "compiled_best_update_time_over_eager": 0.75,
+            "compiled_env_steps_per_s_over_eager": 1.5,
+            "compiled_best_env_steps_per_s_over_eager": 2.0,
+        }
     }
 
 
