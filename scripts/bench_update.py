@@ -62,7 +62,12 @@ PRESETS: dict[str, dict[str, Any]] = {
     "learning_curve": {
         "algo": "flashsac",
         "num_envs": 16,
-        "overrides": {"batch_size": 512, "updates_per_step": 2, "buffer_capacity_per_env": 8192, "critic_hidden_dim": 128},
+        "overrides": {
+            "batch_size": 512,
+            "updates_per_step": 2,
+            "buffer_capacity_per_env": 8192,
+            "critic_hidden_dim": 128,
+        },
     },
     "main_job": {
         "algo": "flashsac",
@@ -206,8 +211,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--force", action="store_true", help="replace an existing --out file")
     args = parser.parse_args(argv)
     for option in ("warm_updates", "updates", "blocks", "iterations"):
-        if getattr(args, option) < 1:
-            raise SystemExit(f"bench_update: error: --{option.replace('_', '-')} must be >= 1, got {getattr(args, option)}")
+        value = getattr(args, option)
+        if value < 1:
+            raise SystemExit(f"bench_update: error: --{option.replace('_', '-')} must be >= 1, got {value}")
     captured = [mode for mode in args.modes if mode.startswith("captured")]
     if captured and not args.device.startswith("cuda"):
         raise SystemExit(f"bench_update: error: --modes {captured[0]} needs a CUDA --device, got '{args.device}'")

@@ -95,7 +95,8 @@ def test_a_run_that_finishes_in_time_exits_0_with_every_key_fact(rehearsals) -> 
     status, output, out = rehearsals["ok"]
     assert status == 0, output
     blocks = _blocks(out)
-    assert list(blocks) == ["environment", "warm", "doctor", "bench_capture", "gpu_tests", "compile", "train", "train_update"]
+    expected = ["environment", "warm", "doctor", "bench_capture", "gpu_tests", "compile", "train", "train_update"]
+    assert list(blocks) == expected
     assert all(b["exit"] == "0" for b in blocks.values())
     facts = _facts(out)
     assert facts["capture_works"] and facts["replay_equals_eager"] and facts["no_sync_in_replay"]

@@ -8,9 +8,10 @@ On CUDA the order is: physics alone at ``num_envs``; the whole step captured (an
 ids); replay equals eager over steps that include resets (MJWarp's deterministic mode); no host
 sync during replay; the captured step's throughput and phases; MJWarp's early-exit solver against
 the fixed-iteration solver the capture uses (physics only); then the host-sync audits of every
-task's step and of the training loop (on CUDA with the env step and the update captured). A capture failure that ends the process's use of CUDA
-(``CaptureAbortedError``, a ``SystemExit``) fails the capture check and skips the other CUDA
-checks with that reason; the report is still written.
+task's step and of the training loop (on CUDA with the env step and the update captured). A
+capture failure that ends the process's use of CUDA (``CaptureAbortedError``, a ``SystemExit``)
+fails the capture check and skips the other CUDA checks with that reason; the report is still
+written.
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ def check_training_loop(algo: str, device: torch.device) -> Check:
     from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
 
     cuda = device.type == "cuda"
-    env = make_env("pendulum", num_envs=4, device=device, compile=False, capture="auto" if cuda else False, announce=False)
+    capture = "auto" if cuda else False
+    env = make_env("pendulum", num_envs=4, device=device, compile=False, capture=capture, announce=False)
     values = {**TINY_CONFIGS[algo], "warmup_steps": 2, "buffer_capacity_per_env": 16, "capture_update": cuda}
     cfg = algo_config(values, compile=False)
     agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
