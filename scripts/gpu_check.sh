@@ -31,7 +31,8 @@
 #   7 dist_* (DIST=1 with SKIP_CHECKS=1, more than one GPU, a call of its own); 8 learning curves
 #     and the tracking policy's full-clip evaluation (LEARNING_CURVES=1, a call of its own);
 #     9 generated terrain in the captured step (ROUGH=1, a call of its own); 10 the Go2 learning on
-#     rough terrain and its clean slopes-and-stairs evaluation (ROUGH_LEARNING=1, a call of its own).
+#     rough terrain and its clean slopes-and-stairs evaluation (ROUGH_LEARNING=1, a call of its own);
+#     11 the learner's update at 4096 envs, eager vs compiled vs captured (UPDATE=1, a call of its own).
 # At most GPU_CHECK_SECONDS (default 500; 570 for the calls of blocks 7, 8 and 10) in all, bundle
 # install included. A block is cut at its budget or at the deadline, whichever comes first: it
 # gets SIGINT (pytest writes its report, the doctor marks the check it was in, the learning curve
@@ -66,6 +67,7 @@ declare -A BUDGET=(  # seconds, by block
   [curve_tracking]=230 [eval_tracking]=50 [curve_velocity]=190
   [warm_rough]=60 [doctor_rough]=150 [bench_rough]=60
   [warm_rough_learning]=50 [curve_rough]=320 [eval_rough]=60
+  [train_update]=150
 )
 
 refuse() {  # a wrong setting: one line naming it and what is expected, exit 5
@@ -89,7 +91,7 @@ for item in ${GPU_CHECK_BUDGETS:-}; do  # NAME=SECONDS overrides (rehearsals cut
   seconds_setting "GPU_CHECK_BUDGETS's $name" "${item#*=}" 1
   BUDGET[$name]=${item#*=}
 done
-for flag in GPU_CHECK_REHEARSAL SKIP_CHECKS DIST LEARNING_CURVES ROUGH ROUGH_LEARNING; do
+for flag in GPU_CHECK_REHEARSAL SKIP_CHECKS DIST LEARNING_CURVES ROUGH ROUGH_LEARNING UPDATE; do
   case ${!flag:-0} in 0 | 1) ;; *) refuse "$flag must be 0 or 1, got '${!flag}'" ;; esac
 done
 REHEARSAL=${GPU_CHECK_REHEARSAL:-0}
@@ -390,6 +392,16 @@ if [ "${ROUGH_LEARNING:-0}" = 1 ]; then
     --force --out "$WORK/go2_velocity_rough_sac_gpu.json" --plot "$WORK/go2_velocity_rough_sac_gpu.png"
   block eval_rough "$PY" -m unilab_gpu.cli.eval "$WORK/go2_rough_gpu_run" --device cuda \
     --terrain slopes_stairs_eval --rows-per-column 256 --force --out "$WORK/go2_velocity_rough_gpu_terrain_eval.json"
+fi
+
+# 11. Only with UPDATE=1 (a call of its own with SKIP_CHECKS=1): issue 49's update beside the
+#     captured step, FlashSAC at 4096 envs: update ms and training env-steps/s, eager against
+#     compiled and captured (algo.capture_update); without Triton eager against captured-uncompiled.
+if [ "${UPDATE:-0}" = 1 ]; then
+  update_modes=(eager compiled captured)
+  [ $PLAN = 1 ] || "$PY" -c 'import triton' 2>/dev/null || update_modes=(eager captured_eager)
+  block train_update "$PY" scripts/bench_update.py --device cuda --presets gpu --modes "${update_modes[@]}" \
+    --warm-updates 4 --updates 20 --blocks 3 --iterations 5 --force --out "$WORK/bench_gpu_update.json"
 fi
 
 [ $PLAN = 1 ] && exit 0

@@ -33,7 +33,9 @@ def test_cpu_run_audits_every_requested_task_and_the_training_loop(tmp_path, cap
         assert data["host_sync_ops_per_step"] == 0 and data["host_to_device_copies_per_step"] == 0
         assert data["episodes_ended"] > 0  # the audited steps included resets
     for algo in ("sac", "flashsac"):
-        assert checks[f"training loop audit: {algo}"]["data"]["per_iteration_syncs"] == 0
+        loop = checks[f"training loop audit: {algo}"]["data"]
+        assert loop["per_iteration_syncs"] == 0
+        assert loop["update_captured"] is False and loop["env_step_captured"] is False  # CUDA only
     for name in CUDA_CHECKS:
         if name != "throughput and phases":
             assert checks[name]["status"] == "skip" and "no CUDA device" in checks[name]["detail"]

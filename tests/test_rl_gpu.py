@@ -1,18 +1,22 @@
-"""The RL path on CUDA (marker ``gpu``): Inductor-compiled updates, fused AdamW with a CUDA
-learning-rate tensor, and a CUDA generator through a checkpoint round trip."""
+"""The RL path on CUDA (marker ``gpu``): Inductor-compiled updates, captured updates, fused AdamW
+with a CUDA learning-rate tensor, and a CUDA generator through a checkpoint round trip."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 import torch
 import torch._inductor.config
 from rl_agent_helpers import synthetic_batch
-from test_rl_trainer import TINY
+from test_rl_trainer import TINY, agent_tensors
+from test_rl_update_step import filled_replay
 
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.rl.agents import algo_config, make_agent
 from unilab_gpu.rl.checkpoint import load_checkpoint, save_checkpoint
-from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
+from unilab_gpu.rl.trainer import UPDATE_METRICS, OffPolicyTrainer, TrainerSettings
+from unilab_gpu.rl.update_step import UpdateStep
 
 pytestmark = [
     pytest.mark.gpu,
@@ -43,6 +47,33 @@ def test_inductor_compiled_updates_match_eager_updates_on_cuda(algo: str) -> Non
                 torch.testing.assert_close(got[key], expected[key], rtol=1e-3, atol=1e-4, msg=f"{key}, update {step}")
     for a, b in zip(compiled.actor.parameters(), eager.actor.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+@pytest.mark.parametrize("compile", [False, True])
+def test_captured_updates_equal_eager_updates_on_cuda(algo: str, compile: bool) -> None:
+    """Six updates through :class:`UpdateStep` from the same start, replay, sampling generator and
+    default-generator seed: captured (two graphs, one per actor phase, then replays) == uncaptured,
+    in the metric sums and in every tensor of the agent's state."""
+    device = torch.device("cuda", torch.cuda.current_device())
+    results = []
+    with torch._inductor.config.patch(fallback_random=True):
+        for capture in (False, True):
+            agent = _agent(algo, compile=compile)
+            sums = torch.zeros(len(UPDATE_METRICS), device=device)
+            generator = torch.Generator(device).manual_seed(7)
+            step = UpdateStep(agent, filled_replay(device), 16, generator, sums, UPDATE_METRICS, capture=capture)
+            torch.manual_seed(2)
+            for _ in range(6):
+                step()
+            torch.cuda.synchronize(device)
+            assert len(step.graphs) == (2 if capture else 0) and agent.num_updates == 6
+            results.append((sums.cpu(), {k: v.cpu() for k, v in agent_tensors(SimpleNamespace(agent=agent)).items()}))
+    (eager_sums, eager_state), (captured_sums, captured_state) = results
+    assert torch.isfinite(captured_sums).all()
+    torch.testing.assert_close(captured_sums, eager_sums, rtol=1e-4, atol=1e-5)
+    for key, value in eager_state.items():
+        torch.testing.assert_close(captured_state[key], value, rtol=1e-4, atol=1e-5, msg=key)
 
 
 def test_fused_adamw_follows_a_cuda_learning_rate_tensor() -> None:

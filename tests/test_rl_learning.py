@@ -44,6 +44,7 @@ import time
 
 import pytest
 import torch
+from rl_agent_helpers import COMPILE_BACKEND
 
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.rl.agents import algo_config, make_agent
@@ -96,14 +97,14 @@ def evaluation_env():
     )
 
 
-def train(algo: str, seed: int = 0) -> tuple[OffPolicyTrainer, float]:
+def train(algo: str, seed: int = 0, compile: bool = False) -> tuple[OffPolicyTrainer, float]:
     # Seed the global generator too: it initialises the networks and draws the policy noise, so
     # without it the result would depend on which tests ran before in the same process.
     torch.manual_seed(seed)
     env = make_env("pendulum", num_envs=NUM_ENVS, compile=False, seed=seed)
     values = {"name": algo, "buffer_capacity_per_env": 2000, **PENDULUM[algo]}
-    cfg = algo_config(values, compile=False)
-    agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
+    cfg = algo_config({**values, "compile": compile}, compile=compile)
+    agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device, COMPILE_BACKEND)
     settings = TrainerSettings(iterations=ITERATIONS[algo], log_every=100, seed=seed)
     trainer = OffPolicyTrainer(env, agent, settings)
     start = time.perf_counter()
@@ -128,3 +129,15 @@ def test_agent_swings_the_pendulum_up(algo):
     print(f"{algo}: {trainer.env_steps} env steps, {trainer.agent.num_updates} updates, {seconds:.0f} s -> {score:.0f}")
     assert stats["episode/count"] == 32
     assert score > THRESHOLD, f"{algo} scored {score:.0f} (random {RANDOM_RETURN:.0f}, need {THRESHOLD:.0f})"
+
+
+@pytest.mark.slow
+def test_flashsac_swings_the_pendulum_up_through_the_compiled_update():
+    """The main job's algorithm learns with every update piece under ``torch.compile`` (Dynamo
+    whole-graph capture with the tests' backend, ``UNILAB_TEST_COMPILE_BACKEND``)."""
+    trainer, seconds = train("flashsac", compile=True)
+    assert trainer.agent.cfg.compile
+    env = evaluation_env()
+    score = evaluate(env, agent_policy(trainer.agent), env.max_episode_length)["episode/return"]
+    print(f"flashsac compiled: {trainer.agent.num_updates} updates, {seconds:.0f} s -> {score:.0f}")
+    assert score > THRESHOLD, f"compiled flashsac scored {score:.0f} (random {RANDOM_RETURN:.0f}, need {THRESHOLD:.0f})"

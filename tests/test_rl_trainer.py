@@ -107,7 +107,7 @@ def test_checkpoint_round_trip_restores_networks_optimizers_and_counter(tmp_path
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]  # no temp file left behind
 
     fresh, _ = make_trainer(iterations=8, warmup=2, seed=1)
-    before = agent_tensors(fresh)
+    before = {key: value.clone() for key, value in agent_tensors(fresh).items()}  # loading copies in place
     fresh.load_state_dict(load_checkpoint(path)["trainer"])
     saved, restored = agent_tensors(trainer), agent_tensors(fresh)
     assert saved.keys() == restored.keys() and any("optimizers" in k for k in saved)

@@ -8,9 +8,10 @@ On CUDA the order is: physics alone at ``num_envs``; the whole step captured (an
 ids); replay equals eager over steps that include resets (MJWarp's deterministic mode); no host
 sync during replay; the captured step's throughput and phases; MJWarp's early-exit solver against
 the fixed-iteration solver the capture uses (physics only); then the host-sync audits of every
-task's step and of the training loop. A capture failure that ends the process's use of CUDA
-(``CaptureAbortedError``, a ``SystemExit``) fails the capture check and skips the other CUDA
-checks with that reason; the report is still written.
+task's step and of the training loop (on CUDA with the env step and the update captured). A
+capture failure that ends the process's use of CUDA (``CaptureAbortedError``, a ``SystemExit``)
+fails the capture check and skips the other CUDA checks with that reason; the report is still
+written.
 """
 
 from __future__ import annotations
@@ -106,23 +107,41 @@ def check_task_step(task: str, device: torch.device, overrides: Sequence[str] = 
 
 
 def check_training_loop(algo: str, device: torch.device) -> Check:
-    """Act, env step, replay add and updates of a tiny pendulum run under the host-sync audit."""
+    """Act, env step, replay add and updates of a tiny pendulum run under the host-sync audit.
+
+    On CUDA the iteration runs as it trains there at its fastest: the env step and the update
+    (``algo.capture_update``) replayed from CUDA graphs, under torch's sync debug mode ``error``
+    as well, so the audit covers the whole iteration between two logging points. On the CPU the
+    same code runs directly and every op is audited.
+    """
     from unilab_gpu.rl.agents import TINY_CONFIGS, algo_config, make_agent
     from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
 
-    env = make_env("pendulum", num_envs=4, device=device, compile=False, capture=False, announce=False)
-    cfg = algo_config({**TINY_CONFIGS[algo], "warmup_steps": 2, "buffer_capacity_per_env": 16}, compile=False)
+    cuda = device.type == "cuda"
+    capture = "auto" if cuda else False
+    env = make_env("pendulum", num_envs=4, device=device, compile=False, capture=capture, announce=False)
+    values = {**TINY_CONFIGS[algo], "warmup_steps": 2, "buffer_capacity_per_env": 16, "capture_update": cuda}
+    cfg = algo_config(values, compile=False)
     agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
     trainer = OffPolicyTrainer(env, agent, TrainerSettings(iterations=4, log_every=1000))
-    trainer.train()  # warm-up and the first updates outside the audit
+    trainer.train()  # warm-up, the first updates and the captures outside the audit
     iterations = 3
     with no_host_sync(record=True) as audit:
-        for _ in range(iterations):
-            trainer.run_iteration()
+        if cuda:
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            for _ in range(iterations):
+                trainer.run_iteration()
+        finally:
+            if cuda:
+                torch.cuda.set_sync_debug_mode("default")
     counts = _violations(audit)
     total = counts["host_sync"] + counts["host_to_device"]
-    data = {"per_iteration_syncs": total / iterations, "first_violations": counts["first"]}
+    captured = {"env_step_captured": env.captured, "update_captured": bool(trainer.update_step.graphs)}
+    data = {"per_iteration_syncs": total / iterations, "first_violations": counts["first"], **captured}
     detail = f"{total} host syncs / host-to-device copies in {iterations} iterations (act, step, replay, update)"
+    if cuda:
+        detail += f"; env step captured: {env.captured}, update captured: {captured['update_captured']}"
     return Check(f"training loop audit: {algo}", "pass" if total == 0 else "fail", detail, data)
 
 

@@ -51,17 +51,19 @@ def make_agent(
     act_dim: int,
     num_envs: int,
     device: torch.device | str,
+    compile_backend: str = "inductor",
 ) -> OffPolicyAgent:
     """The agent for ``cfg``; the actor reads the ``policy`` group and the critics the
-    ``critic`` group, or ``policy`` when the task has no ``critic`` group."""
+    ``critic`` group, or ``policy`` when the task has no ``critic`` group. ``compile_backend``
+    is ``torch.compile``'s where ``cfg.compile`` is set."""
     if "policy" not in observation_dims:
         raise ValueError(f"the env needs a 'policy' observation group, got groups {sorted(observation_dims)}")
     policy_dim = observation_dims["policy"]
     critic_dim = observation_dims.get("critic", policy_dim)
     if isinstance(cfg, FlashSacConfig):
-        return FlashSacAgent(cfg, policy_dim, critic_dim, act_dim, num_envs=num_envs, device=device)
+        return FlashSacAgent(cfg, policy_dim, critic_dim, act_dim, num_envs, device, compile_backend)
     if isinstance(cfg, SacConfig):
-        return SacAgent(cfg, policy_dim, critic_dim, act_dim, device=device)
+        return SacAgent(cfg, policy_dim, critic_dim, act_dim, device, compile_backend)
     raise TypeError(f"no agent for config type {type(cfg).__name__}")
 
 

@@ -10,7 +10,9 @@ the lower mean, shifted by the entropy bonus,
 projected onto the support. One :meth:`OffPolicyAgent.update` does a critic step, every
 ``actor_update_period`` updates an actor and a temperature step, a Polyak target update and a
 learning-rate schedule step. It reads nothing back to the host: the returned metrics are 0-d
-device tensors. Subclasses (:mod:`unilab_gpu.rl.sac`, :mod:`unilab_gpu.rl.flashsac`) provide
+device tensors. Its device work (:meth:`OffPolicyAgent.update_body`) is static-shape and writes
+only persistent tensors, so the trainer can capture it, replay sampling included, as a CUDA graph
+(:mod:`unilab_gpu.rl.update_step`). Subclasses (:mod:`unilab_gpu.rl.sac`, :mod:`unilab_gpu.rl.flashsac`) provide
 the networks, :meth:`OffPolicyAgent._prepare` (batch preprocessing), the two loss functions and
 optional post-step hooks.
 
@@ -77,6 +79,10 @@ class OffPolicyConfig:
     alpha_init: float = 0.001
     target_entropy_ratio: float = 0.75
     compile: bool = True
+    capture_update: bool = False
+    """On CUDA, capture each update (replay sampling, losses, backward, optimizer, target and
+    temperature steps) as a CUDA graph and replay it (:mod:`unilab_gpu.rl.update_step`); on the
+    CPU the same update runs directly (compiled where ``compile`` is set)."""
 
     def __post_init__(self) -> None:
         self.adam_betas = tuple(self.adam_betas)  # YAML gives a list
@@ -190,8 +196,9 @@ class OffPolicyAgent:
         self.data_parallel: Any = None
         """A :class:`~unilab_gpu.rl.distributed.DataParallel` once attached (data-parallel training):
         it averages gradients after each backward and merges statistics before each update."""
-        zero = torch.zeros((), device=self.device)
-        self._last_actor_loss, self._last_entropy = zero, zero.clone()
+        # Written in place by actor steps, so that a captured update keeps writing the same memory.
+        self._last_actor_loss = torch.zeros((), device=self.device)
+        self._last_entropy = torch.zeros((), device=self.device)
 
     # -- subclass interface -------------------------------------------------------------------
     def _build_networks(self) -> None:
@@ -306,6 +313,23 @@ class OffPolicyAgent:
         self._check_batch(batch)
         if self.data_parallel is not None:
             self.data_parallel.before_update()
+        metrics = self.update_body(batch, self.actor_step_due())
+        self.num_updates += 1
+        return metrics
+
+    def actor_step_due(self) -> bool:
+        """Whether the next update takes an actor and a temperature step (one in every
+        ``actor_update_period``); decided on the host from the update count."""
+        return self.num_updates % self.cfg.actor_update_period == 0
+
+    def update_body(self, batch: dict[str, torch.Tensor], actor_step: bool) -> dict[str, torch.Tensor]:
+        """The device work of one update, without the batch check and the update count.
+
+        Static-shape and host-sync free, and it writes only tensors that live as long as the agent
+        (parameters, gradients, optimizer and normaliser state, the schedule, the last actor
+        metrics), which is what lets :class:`~unilab_gpu.rl.update_step.UpdateStep` record it as a
+        CUDA graph, one per value of ``actor_step``. Returns :meth:`update`'s metrics.
+        """
         batch = self._prepare(batch)
         critic_loss, q_mean = self._critic_loss(batch)
         self._optimize("critic", critic_loss, self._critic_params)
@@ -315,15 +339,15 @@ class OffPolicyAgent:
             self._optimize("actor", actor_loss, self._actor_params)
             self._after_actor_step()
             self._optimize("temperature", self.temperature.loss(entropy), [])
-            self._last_actor_loss, self._last_entropy = actor_loss.detach(), entropy.detach()
+            self._last_actor_loss.copy_(actor_loss.detach())
+            self._last_entropy.copy_(entropy.detach())
         self._target_update()
         self.schedule.step()
-        self.num_updates += 1
         return {
             "critic_loss": critic_loss.detach(),
-            "actor_loss": self._last_actor_loss,
+            "actor_loss": self._last_actor_loss.clone(),
             "alpha": self.temperature.alpha(),
-            "entropy": self._last_entropy,
+            "entropy": self._last_entropy.clone(),
             "q_mean": q_mean.detach(),
         }
 
@@ -348,11 +372,14 @@ class OffPolicyAgent:
         for name, opt in self.optimizers.items():
             opt.load_state_dict(state["optimizers"][name])
             # Loading replaces the lr entry with the saved tensor; re-link the schedule's tensor
-            # so schedule steps keep reaching the optimizer.
+            # so schedule steps keep reaching the optimizer. A checkpoint written before the
+            # optimizers were capturable says capturable=False; the step must stay capturable.
             for group in opt.param_groups:
                 group["lr"] = self.schedule.lr
+                group["capturable"] = True
         self.num_updates = int(state["num_updates"])
-        self._last_actor_loss, self._last_entropy = (t.to(self.device) for t in state["last_actor_metrics"])
+        for held, saved in zip((self._last_actor_loss, self._last_entropy), state["last_actor_metrics"], strict=True):
+            held.copy_(saved)
 
 
 # ================================================================================================

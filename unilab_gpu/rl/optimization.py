@@ -11,9 +11,11 @@ baked into a captured graph). FlashSAC decays 3e-4 to 1.5e-4 with a cosine over 
 The fused AdamW kernel keeps its step counters on the parameters' device and accepts a shared
 0-d tensor ``lr`` that a schedule rewrites in place (:class:`CosineSchedule`), so an
 optimizer step reads nothing back to the host; it runs the same way on the CPU (AdamW:
-Loshchilov and Hutter, "Decoupled Weight Decay Regularization", ICLR 2019). The trainer runs
-updates eagerly, outside any CUDA graph: capturing ``step()`` would also need
-``capturable=True`` (torch 2.13 refuses to capture a step of an optimizer built without it).
+Loshchilov and Hutter, "Decoupled Weight Decay Regularization", ICLR 2019). The optimizers are
+built ``capturable=True`` as well: torch 2.13 refuses to capture the ``step()`` of an optimizer
+built without it (``Optimizer._cuda_graph_capture_health_check``), and the trainer can capture
+the whole update as a CUDA graph (:mod:`unilab_gpu.rl.update_step`). The fused kernel ignores
+the flag otherwise, so CPU and eager CUDA steps are unchanged.
 """
 
 from __future__ import annotations
@@ -55,8 +57,9 @@ class CosineSchedule(nn.Module):
 def make_adamw(
     params: Iterable[nn.Parameter], lr: torch.Tensor, betas: tuple[float, float], weight_decay: float
 ) -> torch.optim.AdamW:
-    """AdamW over ``params`` reading its learning rate from the tensor ``lr``."""
-    return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, fused=True)
+    """AdamW over ``params`` reading its learning rate from the tensor ``lr``; its steps can be
+    captured in a CUDA graph (``capturable=True``: step counters stay on the device)."""
+    return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, fused=True, capturable=True)
 
 
 def clip_gradients_(params: list[nn.Parameter], max_norm: float) -> None:

@@ -134,6 +134,12 @@ class ReplayBuffer:
         self._redraw = torch.Generator(self.device).manual_seed(0)
 
     @property
+    def redraw_generator(self) -> torch.Generator:
+        """The buffer's own generator (redraws of invalid steps): a CUDA graph of :meth:`sample`
+        registers it beside the caller's."""
+        return self._redraw
+
+    @property
     def bytes_per_transition(self) -> float:
         """Allocated bytes divided by ``capacity * num_envs`` (side table included)."""
         tensors = [

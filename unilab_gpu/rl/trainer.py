@@ -11,7 +11,8 @@ One iteration:
 3. **replay**: the transition is written into the device replay ring and the agent sees the
    step (``agent.observe_step``: FlashSAC's reward scaler and held noise);
 4. **update**: ``updates_per_step`` gradient updates on uniform replay batches, once the buffer
-   holds ``warmup_steps`` steps of this process.
+   holds ``warmup_steps`` steps of this process (:class:`~unilab_gpu.rl.update_step.UpdateStep`:
+   sampling and update replayed as CUDA graphs on CUDA with ``algo.capture_update``).
 
 Learning rate and temperature live on the device, update metrics and the per-step reward are
 summed into device accumulators, and the step counter is a Python int, so the loop issues no
@@ -41,6 +42,7 @@ from unilab_gpu.rl.distributed import DataParallel, FleetError
 from unilab_gpu.rl.logger import TrainLogger
 from unilab_gpu.rl.off_policy import OffPolicyAgent, steps_before_updates
 from unilab_gpu.rl.replay import ReplayBuffer
+from unilab_gpu.rl.update_step import UpdateStep
 
 PHASES = ("act", "env", "replay", "update")
 """Phases of one iteration, timed on the last iteration of each logging window."""
@@ -207,6 +209,17 @@ class OffPolicyTrainer:
         self._collected = 0  # steps added to replay by this process
         self._clock = make_phase_clock(PHASES, 1, self.device)
         self._update_sums = torch.zeros(len(UPDATE_METRICS), device=self.device)
+        if self.algo.capture_update and data_parallel is not None:
+            raise ValueError(
+                "algo.capture_update: must be false in a data-parallel run (gradients are averaged between ranks "
+                "inside the update)"
+            )
+        capture = self.algo.capture_update and self.device.type == "cuda"  # on the CPU it runs directly
+        self.update_step = UpdateStep(
+            agent, self.replay, self.algo.batch_size, self.generator, self._update_sums, UPDATE_METRICS, capture
+        )
+        """One gradient update from replay (sampling, update, metric sums); captured on CUDA with
+        ``algo.capture_update``."""
         self._reward_sum = torch.zeros((), device=self.device)
         self._window_updates = 0
         self._window_start = (0, time.perf_counter())
@@ -326,8 +339,7 @@ class OffPolicyTrainer:
         mark("replay")
         if self._collected >= steps_before_updates(self.algo.warmup_steps, self.replay.n_step):
             for _ in range(self.algo.updates_per_step):
-                metrics = self.agent.update(self.replay.sample(self.algo.batch_size, self.generator))
-                self._update_sums.add_(torch.stack([metrics[key] for key in UPDATE_METRICS]))
+                self.update_step()
             self._window_updates += self.algo.updates_per_step
         mark("update")
         self.iteration += 1

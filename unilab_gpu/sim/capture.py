@@ -50,7 +50,7 @@ callable directly (the simulator then replays physics from a Warp CPU graph of i
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 import warp as wp
@@ -126,8 +126,18 @@ class CudaGraph:
     that must not see its effects snapshot their state first (the env does).
     """
 
-    def __init__(self, fn: Callable[[], None], device: str | torch.device, warmup: int = 2) -> None:
+    def __init__(
+        self,
+        fn: Callable[[], None],
+        device: str | torch.device,
+        warmup: int = 2,
+        generators: Sequence[torch.Generator] = (),
+    ) -> None:
         """Warm ``fn`` up eagerly ``warmup`` times, then capture it (see the module docstring).
+
+        ``generators`` are CUDA generators other than the device's default that ``fn`` draws from:
+        they are registered with the graph (``CUDAGraph.register_generator_state``), so that each
+        replay draws new numbers from them; torch registers the default generator itself.
 
         Raises:
           CaptureUnsupportedError: the device or driver cannot capture; the message says why.
@@ -151,6 +161,8 @@ class CudaGraph:
             torch.cuda.synchronize(self.device)
 
             self.graph = torch.cuda.CUDAGraph()
+            for generator in generators:
+                self.graph.register_generator_state(generator)
             self.warp_graph: wp.Graph | None = None
             """Warp's record of the capture (the modules it used): kept alive with the graph."""
             self.capture_ids: tuple[int, int] = (0, 0)

@@ -1,0 +1,86 @@
+"""The update benchmark script: presets as documented, a consistent JSON report, bad options refused
+before any work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from script_helpers import load_script
+
+from unilab_gpu.__main__ import CPU_ENVS
+
+bench = load_script("bench_update")
+
+
+def test_presets_follow_the_runs_they_name():
+    """main_job is python -m unilab_gpu's CPU downsizing, learning_curve the committed curve's command."""
+    assert bench.PRESETS["main_job"] == {
+        "algo": "flashsac",
+        "num_envs": CPU_ENVS,
+        "overrides": {"batch_size": 256, "updates_per_step": 1},
+    }
+    command = json.loads(Path("docs/benchmarks/learning/g1_tracking_flashsac.json").read_text())["command"]
+    for key, value in bench.PRESETS["learning_curve"]["overrides"].items():
+        assert f"algo.{key}={value}" in command
+    assert f"--num-envs {bench.PRESETS['learning_curve']['num_envs']} " in command
+
+
+def test_report_schema_and_arithmetic(tmp_path: Path) -> None:
+    out = tmp_path / "update.json"
+    bench.main(
+        ["--presets", "main_job", "--modes", "eager", "--warm-updates", "1", "--updates", "1", "--blocks", "2"]
+        + ["--iterations", "1", "--out", str(out)]
+    )
+    report = json.loads(out.read_text())
+    assert report["benchmark"] == "update" and report["machine"]["device"] == "cpu"
+    (row,) = report["results"]
+    assert row["preset"] == "main_job" and row["mode"] == "eager" and row["captured"] is False
+    assert row["batch_size"] == 256 and row["updates_per_step"] == 1 and len(row["update_ms_blocks"]) == 2
+    assert row["update_ms_min"] == min(row["update_ms_blocks"]) <= row["update_ms"] <= max(row["update_ms_blocks"])
+    assert row["env_steps_per_s_best"] == pytest.approx(CPU_ENVS / (min(row["iteration_ms_blocks"]) / 1e3))
+    assert row["env_steps_per_s"] == pytest.approx(CPU_ENVS / (row["iteration_ms"] / 1e3), rel=1e-9)
+    assert report["ratios"] == {}  # one mode: nothing to compare
+
+
+def test_ratios_compare_each_mode_with_eager_of_the_same_preset():
+    def row(preset, mode, ms, best_ms, rate, best_rate):
+        values = (ms, best_ms, rate, best_rate)
+        keys = ("update_ms", "update_ms_min", "env_steps_per_s", "env_steps_per_s_best")
+        return {"preset": preset, "mode": mode, **dict(zip(keys, values, strict=True))}
+
+    rows = [
+        row("a", "eager", 100.0, 80.0, 10.0, 12.0),
+        row("a", "compiled", 50.0, 60.0, 15.0, 24.0),
+        row("b", "compiled", 1.0, 1.0, 1.0, 1.0),  # no eager row: nothing to compare
+    ]
+    assert bench.ratios(rows) == {
+        "a": {
+            "compiled_update_time_over_eager": 0.5,
+            "compiled_best_update_time_over_eager": 0.75,
+            "compiled_env_steps_per_s_over_eager": 1.5,
+            "compiled_best_env_steps_per_s_over_eager": 2.0,
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--modes", "captured"], "--modes captured needs a CUDA --device"),
+        (["--updates", "0"], "--updates must be >= 1"),
+    ],
+)
+def test_bad_options_are_one_line_errors(tmp_path: Path, argv, message) -> None:
+    with pytest.raises(SystemExit, match=message):
+        bench.main([*argv, "--out", str(tmp_path / "x.json")])
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_an_existing_report_is_refused_without_force(tmp_path: Path) -> None:
+    out = tmp_path / "update.json"
+    out.write_text("{}")
+    with pytest.raises(SystemExit, match="--out"):
+        bench.main(["--out", str(out)])
+    assert out.read_text() == "{}"
