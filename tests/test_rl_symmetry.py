@@ -166,3 +166,44 @@ def test_tracking_observations_of_the_mirrored_clip_are_the_mirror_map(tmp_path)
         mapped = observation_mirror(symmetry, name)(obs[name][0:1])[0]
         torch.testing.assert_close(obs[name][1], mapped, atol=2e-4, rtol=1e-4, msg=f"group {name}")
     assert obs["critic"][0].abs().max() > 0.1  # a pose away from the default, so the comparison can fail
+
+
+def test_trainer_attaches_the_mirror_and_trains_on_mirrored_batches():
+    """``algo.mirror_fraction`` on the G1 velocity task: the trainer builds the maps and updates
+    run on half-mirrored batches; an agent updated without the maps refuses."""
+    from unilab_gpu.rl.agents import TINY_CONFIGS, algo_config, make_agent
+    from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
+
+    env = make_env("g1_velocity", 2, "cpu", compile=False, announce=False)
+    values = {**TINY_CONFIGS["sac"], "warmup_steps": 2, "buffer_capacity_per_env": 16, "batch_size": 8, "mirror_fraction": 0.5}
+    cfg = algo_config(values, compile=False)
+    agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
+    batch = {
+        "policy_obs": torch.zeros(8, env.observation_dims["policy"]),
+        "critic_obs": torch.zeros(8, env.observation_dims["critic"]),
+        "action": torch.zeros(8, env.action_dim),
+        "reward": torch.zeros(8),
+        "next_policy_obs": torch.zeros(8, env.observation_dims["policy"]),
+        "next_critic_obs": torch.zeros(8, env.observation_dims["critic"]),
+        "discount": torch.ones(8),
+    }
+    with pytest.raises(RuntimeError, match="mirror_fraction > 0 needs the env's mirror maps"):
+        agent.update(batch)
+    trainer = OffPolicyTrainer(env, agent, TrainerSettings(iterations=4, log_every=4))
+    assert isinstance(agent.mirror, MirrorAugmentation) and agent.mirror.fraction == 0.5
+    seen = []
+    mirror = agent.mirror
+    agent.mirror = lambda b: seen.append(b) or mirror(b)
+    trainer.train()
+    assert len(seen) == 3 * cfg.updates_per_step == agent.num_updates  # iterations 2, 3 and 4 update
+
+
+def test_a_robot_without_mirror_pairs_is_refused():
+    from unilab_gpu.rl.agents import TINY_CONFIGS, algo_config, make_agent
+    from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
+
+    env = make_env("pendulum", 2, "cpu", compile=False, announce=False)
+    cfg = algo_config({**TINY_CONFIGS["sac"], "mirror_fraction": 0.5}, compile=False)
+    agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
+    with pytest.raises(ValueError, match=r"symmetry augmentation \(algo.mirror_fraction > 0\)"):
+        OffPolicyTrainer(env, agent, TrainerSettings(iterations=1))

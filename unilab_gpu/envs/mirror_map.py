@@ -88,7 +88,10 @@ class RobotSymmetry:
         pairs = robot_cfg.mirror_name_pairs if robot_cfg is not None else None
         name_pairs = DEFAULT_NAME_PAIRS if pairs is None else [(str(a), str(b)) for a, b in pairs]
         self.model = model
-        self.robot_mirror = RobotMirror(RobotKinematics(model), name_pairs)
+        try:
+            self.robot_mirror = RobotMirror(RobotKinematics(model), name_pairs)
+        except ValueError as error:  # MotionFormatError too: name what asked for the mirror
+            raise ValueError(f"symmetry augmentation (algo.mirror_fraction > 0): {error}") from None
         column = {name: c for c, name in enumerate(env.robot.joint_names)}
         names = self.robot_mirror.joint_names
         self.joint_pair = np.empty(len(column), dtype=np.int64)
