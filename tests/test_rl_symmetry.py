@@ -17,6 +17,7 @@ from unilab_gpu.motion.loader import load_motion
 from unilab_gpu.motion.synthetic import synthesize_clip
 from unilab_gpu.rl.off_policy import OffPolicyConfig
 from unilab_gpu.rl.symmetry import MirrorAugmentation
+from unilab_gpu.utils.sync_audit import no_host_sync
 
 
 def _clip_and_mirror(robot: str, tmp_path) -> tuple:
@@ -196,6 +197,10 @@ def test_trainer_attaches_the_mirror_and_trains_on_mirrored_batches():
     agent.mirror = lambda b: seen.append(b) or mirror(b)
     trainer.train()
     assert len(seen) == 3 * cfg.updates_per_step == agent.num_updates  # iterations 2, 3 and 4 update
+    agent.mirror = mirror
+    with no_host_sync():  # the mirrored updates read nothing back to the host
+        trainer.run_iteration()
+    assert agent.num_updates == 4 * cfg.updates_per_step
 
 
 def test_a_robot_without_mirror_pairs_is_refused():

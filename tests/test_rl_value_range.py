@@ -58,3 +58,20 @@ def test_bad_value_range_keys_name_the_field():
         OffPolicyConfig(value_range_margin=0.5)
     with pytest.raises(ValueError, match="algo.gamma' must be < 1 with value_range"):
         OffPolicyConfig(value_range="reward_scale", gamma=1.0)
+
+
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_sizing_happens_inside_the_sync_free_loop(algo):
+    """The first update sizes the support without reading anything back to the host."""
+    from test_rl_trainer import make_trainer
+
+    from unilab_gpu.utils.sync_audit import no_host_sync
+
+    trainer, _ = make_trainer(algo, iterations=1, warmup=2, value_range="reward_scale")
+    trainer.train()  # one warm-up iteration, no update yet
+    before = trainer.agent.support.clone()
+    with no_host_sync():
+        for _ in range(4):
+            trainer.run_iteration()
+    assert trainer.agent.num_updates > 0
+    assert not torch.equal(before, trainer.agent.support)
