@@ -66,7 +66,10 @@ def test_observations_of_the_mirrored_state_are_the_mirror_map_of_the_observatio
     ctrl = env.sim.state.ctrl[:, env.action_manager.term.ctrl_cols]
     mirror = symmetry.robot_mirror
     names = list(mirror.joint_names)
-    actuated = [env.sim.joint_names[int(env.sim.mj_model.actuator_trnid[a, 0])] for a in env.action_manager.term.ctrl_cols.tolist()]
+    actuated = [
+        env.sim.joint_names[int(env.sim.mj_model.actuator_trnid[a, 0])]
+        for a in env.action_manager.term.ctrl_cols.tolist()
+    ]
     twin = [actuated.index(names[mirror.joint_pair[names.index(n)]]) for n in actuated]
     sign = torch.tensor([mirror.joint_sign[names.index(n)] for n in actuated], dtype=torch.float32)
     torch.testing.assert_close(ctrl[1], ctrl[0, twin] * sign, atol=1e-5, rtol=0)
@@ -114,10 +117,17 @@ def test_tracked_body_and_rotation_rules_match_reflected_rotations():
 
 
 def test_a_term_without_a_rule_is_refused_naming_it():
-    env = make_env("g1_velocity", 2, "cpu", compile=False, announce=False, overrides=[
-        "+observations.critic.terms.height={func: unilab_gpu.envs.mdp.observations.root_height}",
-        "+observations.critic.terms.alive={func: unilab_gpu.envs.mdp.rewards.alive}",
-    ])
+    env = make_env(
+        "g1_velocity",
+        2,
+        "cpu",
+        compile=False,
+        announce=False,
+        overrides=[
+            "+observations.critic.terms.height={func: unilab_gpu.envs.mdp.observations.root_height}",
+            "+observations.critic.terms.alive={func: unilab_gpu.envs.mdp.rewards.alive}",
+        ],
+    )
     with pytest.raises(ValueError, match=r"observations\.critic\.terms\.alive: .* has no mirror rule"):
         MirrorAugmentation.for_env(env, "critic", 0.5)
 
@@ -129,8 +139,14 @@ def test_augmentation_mirrors_the_last_share_of_the_batch_and_keeps_rewards():
     action_map = MirrorMap(torch.tensor([1, 0]), torch.tensor([-1.0, -1.0]))
     augment = MirrorAugmentation(obs_map, obs_map, action_map, fraction=0.5)
     g = torch.Generator().manual_seed(0)
-    batch = {k: torch.randn(4, 3, generator=g) for k in ("policy_obs", "critic_obs", "next_policy_obs", "next_critic_obs")}
-    batch |= {"action": torch.randn(4, 2, generator=g), "reward": torch.randn(4, generator=g), "discount": torch.rand(4)}
+    batch = {
+        k: torch.randn(4, 3, generator=g) for k in ("policy_obs", "critic_obs", "next_policy_obs", "next_critic_obs")
+    }
+    batch |= {
+        "action": torch.randn(4, 2, generator=g),
+        "reward": torch.randn(4, generator=g),
+        "discount": torch.rand(4),
+    }
     out = augment(batch)
     for key in ("policy_obs", "next_critic_obs"):
         torch.testing.assert_close(out[key][:2], batch[key][:2], rtol=0, atol=0)
@@ -151,14 +167,21 @@ def test_tracking_observations_of_the_mirrored_clip_are_the_mirror_map(tmp_path)
     _clip_and_mirror("g1", tmp_path)
     zero6 = "[[0,0],[0,0],[0,0],[0,0],[0,0],[0,0]]"
     files = f"[{tmp_path / 'clip.npz'},{tmp_path / 'mirror.npz'}]"
-    env = make_env("g1_tracking", 2, "cpu", compile=False, announce=False, overrides=[
-        f"commands.motion.params.motion_files={files}",
-        f"commands.motion.params.pose_range={zero6}",
-        f"commands.motion.params.velocity_range={zero6}",
-        "commands.motion.params.joint_position_range=[0,0]",
-        "+observations.policy.enable_noise=false",
-        "randomize_initial_episode_length=false",
-    ])
+    env = make_env(
+        "g1_tracking",
+        2,
+        "cpu",
+        compile=False,
+        announce=False,
+        overrides=[
+            f"commands.motion.params.motion_files={files}",
+            f"commands.motion.params.pose_range={zero6}",
+            f"commands.motion.params.velocity_range={zero6}",
+            "commands.motion.params.joint_position_range=[0,0]",
+            "+observations.policy.enable_noise=false",
+            "randomize_initial_episode_length=false",
+        ],
+    )
     motion = env.command_manager.get("motion")
     motion.fix_starts(torch.tensor([0, 1]), torch.tensor([9, 9]))
     obs = env.reset()
@@ -176,7 +199,13 @@ def test_trainer_attaches_the_mirror_and_trains_on_mirrored_batches():
     from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
 
     env = make_env("g1_velocity", 2, "cpu", compile=False, announce=False)
-    values = {**TINY_CONFIGS["sac"], "warmup_steps": 2, "buffer_capacity_per_env": 16, "batch_size": 8, "mirror_fraction": 0.5}
+    values = {
+        **TINY_CONFIGS["sac"],
+        "warmup_steps": 2,
+        "buffer_capacity_per_env": 16,
+        "batch_size": 8,
+        "mirror_fraction": 0.5,
+    }
     cfg = algo_config(values, compile=False)
     agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
     batch = {
@@ -212,3 +241,19 @@ def test_a_robot_without_mirror_pairs_is_refused():
     agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
     with pytest.raises(ValueError, match=r"symmetry augmentation \(algo.mirror_fraction > 0\)"):
         OffPolicyTrainer(env, agent, TrainerSettings(iterations=1))
+
+
+def test_gait_clock_is_refused_when_twin_feet_share_a_phase():
+    """A pronk (all feet in phase) has no half-cycle mirror: the clock's rule refuses it."""
+    env = make_env(
+        "go2_velocity",
+        2,
+        "cpu",
+        compile=False,
+        announce=False,
+        overrides=["rewards.feet_phase.params.phase_offsets=[0,0,0,0]"],
+    )
+    with pytest.raises(
+        ValueError, match=r"observations\.policy\.terms\.gait_phase: rewards\.feet_phase .* half a cycle"
+    ):
+        MirrorAugmentation.for_env(env, "critic", 0.5)

@@ -123,8 +123,9 @@ class RobotSymmetry:
     def self_mirrored_body(self, body: int, where: str) -> None:
         """Refuse a frame on a body that is not its own mirror image (its twin is another body)."""
         if self.body_pair[body] != body:
+            names = self.env.sim.body_names
             raise ValueError(
-                f"{where}: body '{self.env.sim.body_names[body]}' is mirrored by '{self.env.sim.body_names[self.body_pair[body]]}'; "
+                f"{where}: body '{names[body]}' is mirrored by '{names[self.body_pair[body]]}'; "
                 "expected a body on the robot's plane of symmetry"
             )
 
@@ -149,15 +150,18 @@ class RobotSymmetry:
     def _resolve_action(self) -> tuple[np.ndarray, np.ndarray]:
         term = self.env.action_manager.term
         model, robot = self.model, self.env.robot
-        joints = [robot.joint_names.index(self.env.sim.joint_names[int(model.actuator_trnid[a, 0])]) for a in term.ctrl_cols.tolist()]
+        joints = [
+            robot.joint_names.index(self.env.sim.joint_names[int(model.actuator_trnid[a, 0])])
+            for a in term.ctrl_cols.tolist()
+        ]
         slot = {joint: k for k, joint in enumerate(joints)}
         index, sign = np.empty(len(joints), dtype=np.int64), np.empty(len(joints))
         for k, joint in enumerate(joints):
             twin = int(self.joint_pair[joint])
             if twin not in slot:
                 raise ValueError(
-                    f"actions: actuator '{term.actuator_names[k]}' drives joint '{robot.joint_names[joint]}' whose twin "
-                    f"'{robot.joint_names[twin]}' no actuator drives; expected every mirrored joint to be actuated"
+                    f"actions: actuator '{term.actuator_names[k]}' drives joint '{robot.joint_names[joint]}' whose "
+                    f"twin '{robot.joint_names[twin]}' no actuator drives; expected every mirrored joint to be actuated"
                 )
             index[k], sign[k] = slot[twin], self.joint_sign[joint]
         offset = term.offset.cpu().numpy()
@@ -168,7 +172,9 @@ class RobotSymmetry:
         expected_up = np.where(flipped, down[index], up[index])
         expected_down = np.where(flipped, up[index], down[index])
         offset_ok = term.reference_cols is not None or np.abs(offset[index] * sign - offset).max() <= SYMMETRY_ATOL
-        scale_ok = np.allclose(expected_up, up, atol=SYMMETRY_ATOL) and np.allclose(expected_down, down, atol=SYMMETRY_ATOL)
+        scale_ok = np.allclose(expected_up, up, atol=SYMMETRY_ATOL) and np.allclose(
+            expected_down, down, atol=SYMMETRY_ATOL
+        )
         if not (offset_ok and scale_ok):
             raise ValueError(
                 "actions: the map from action to target is not its own mirror image (offsets or scales of twin "
@@ -241,7 +247,23 @@ def _gait_clock(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tu
             "(phase_offsets: null), whose mirror image is half a cycle later"
         )
     # Twin feet run half a cycle apart (the G1's walk, the Go2's trot): the mirrored gait is the same
-    # gait half a cycle on, phi + pi, so both sin and cos change sign.
+    # gait half a cycle on, phi + pi, so both sin and cos change sign. Checked on every reward term
+    # that gives feet sites their offsets on the clock (FeetPhase).
+    model = symmetry.model
+    for reward in symmetry.env.reward_manager.terms:
+        sites, offsets = (getattr(reward.instance, key, None) for key in ("site_ids", "offsets"))
+        if sites is None or offsets is None:
+            continue
+        body_of = [int(model.site_bodyid[site]) for site in sites.tolist()]
+        for f, body in enumerate(body_of):
+            twin = int(symmetry.body_pair[body])
+            gap = float(offsets[body_of.index(twin)] - offsets[f]) if twin in body_of else None
+            if gap is None or abs(np.cos(gap) + 1.0) > 1e-4:
+                raise ValueError(
+                    f"{where}: rewards.{reward.name} does not put the twin of foot site "
+                    f"'{symmetry.env.sim.site_names[int(sites[f])]}' half a cycle away; expected twin feet half a "
+                    "cycle apart (a walk or a trot) to mirror the gait clock"
+                )
     return np.arange(dim), -np.ones(dim)
 
 
