@@ -40,12 +40,20 @@ def _state(clip, frame: int) -> tuple[np.ndarray, np.ndarray]:
     return qpos, qvel
 
 
-@pytest.mark.parametrize(("task", "robot"), [("g1_velocity", "g1"), ("go2_velocity", "go2")])
-def test_observations_of_the_mirrored_state_are_the_mirror_map_of_the_observations(task, robot, tmp_path):
+@pytest.mark.parametrize(
+    ("task", "robot", "overrides"),
+    [
+        ("g1_velocity", "g1", []),
+        ("go2_velocity", "go2", []),
+        # actions spanning the joint ranges: twin joints with flipped signs swap their two scales
+        ("g1_velocity", "g1", ["+actions.params.bounds=joint_limits"]),
+    ],
+)
+def test_observations_of_the_mirrored_state_are_the_mirror_map_of_the_observations(task, robot, overrides, tmp_path):
     """Row 0 holds a clip frame, row 1 the same frame of the clip ``unilab-motion mirror`` wrote,
     with the mirrored command, gait clock and action: every observation of row 1 is the group's
     mirror map of row 0's, and the joint targets of the mirrored action are the mirrored targets."""
-    env = make_env(task, 2, "cpu", compile=False, announce=False)
+    env = make_env(task, 2, "cpu", compile=False, announce=False, overrides=overrides)
     clip, mirrored = _clip_and_mirror(robot, tmp_path)
     frame = 7
     states = [_state(clip, frame), _state(mirrored, frame)]
