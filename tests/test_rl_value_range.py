@@ -6,6 +6,7 @@ import pytest
 import torch
 from rl_agent_helpers import small_agent, synthetic_batch
 
+from unilab_gpu.rl.flashsac import FlashSacConfig
 from unilab_gpu.rl.off_policy import OffPolicyConfig
 from unilab_gpu.rl.value_range import value_bound
 
@@ -23,21 +24,19 @@ def test_bound_is_the_n_step_horizon_of_the_largest_reward_sum():
     assert value_bound(torch.zeros(4), 0.99, 1, 2.0).item() == pytest.approx(1e-3)  # never collapses
 
 
-@pytest.mark.parametrize("algo", ["sac", "flashsac"])
-def test_first_update_respaces_the_support_in_place_and_a_checkpoint_keeps_it(algo):
-    agent = small_agent(algo, value_range="reward_scale", value_range_margin=1.5, gamma=0.95, n_step=3)
+def test_first_update_respaces_the_support_in_place_and_a_checkpoint_keeps_it():
+    agent = small_agent("sac", value_range="reward_scale", value_range_margin=1.5, gamma=0.95, n_step=3)
     support = agent.support
     before = support.data_ptr()
     batch = synthetic_batch(64, 5, 7, 2, seed=1)
-    prepared_reward = agent._prepare(dict(batch))["reward"] if algo == "flashsac" else batch["reward"]
-    expected = 1.5 * prepared_reward.abs().max() / (1 - 0.95**3)
+    expected = 1.5 * batch["reward"].abs().max() / (1 - 0.95**3)
     agent.update(batch)
     assert agent.support.data_ptr() == before and agent.support is support
     torch.testing.assert_close(support, torch.linspace(-1, 1, support.shape[0]) * expected, rtol=1e-5, atol=1e-6)
     sized = support.clone()
     agent.update(synthetic_batch(64, 5, 7, 2, seed=2))  # later batches leave it alone
     torch.testing.assert_close(support, sized, rtol=0, atol=0)
-    fresh = small_agent(algo, value_range="reward_scale", value_range_margin=1.5, gamma=0.95, n_step=3)
+    fresh = small_agent("sac", value_range="reward_scale", value_range_margin=1.5, gamma=0.95, n_step=3)
     fresh.load_state_dict(agent.state_dict())
     torch.testing.assert_close(fresh.support, sized, rtol=0, atol=0)
     fresh.update(synthetic_batch(64, 5, 7, 2, seed=3))  # a resumed agent keeps its support
@@ -58,16 +57,17 @@ def test_bad_value_range_keys_name_the_field():
         OffPolicyConfig(value_range_margin=0.5)
     with pytest.raises(ValueError, match="algo.gamma' must be < 1 with value_range"):
         OffPolicyConfig(value_range="reward_scale", gamma=1.0)
+    with pytest.raises(ValueError, match="algo.value_range' must be 'fixed' for FlashSAC"):
+        FlashSacConfig(value_range="reward_scale")
 
 
-@pytest.mark.parametrize("algo", ["sac", "flashsac"])
-def test_sizing_happens_inside_the_sync_free_loop(algo):
+def test_sizing_happens_inside_the_sync_free_loop():
     """The first update sizes the support without reading anything back to the host."""
     from test_rl_trainer import make_trainer
 
     from unilab_gpu.utils.sync_audit import no_host_sync
 
-    trainer, _ = make_trainer(algo, iterations=1, warmup=2, value_range="reward_scale")
+    trainer, _ = make_trainer("sac", iterations=1, warmup=2, value_range="reward_scale")
     trainer.train()  # one warm-up iteration, no update yet
     before = trainer.agent.support.clone()
     with no_host_sync():
