@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -39,9 +39,11 @@ from unilab_gpu.rl.distributional import (
     project_categorical,
 )
 from unilab_gpu.rl.optimization import CosineSchedule, clip_gradients_, make_adamw, polyak_update_
-from unilab_gpu.rl.symmetry import MirrorAugmentation
 from unilab_gpu.rl.value_range import ValueSupport, value_bound
 from unilab_gpu.utils.compiling import maybe_compile
+
+if TYPE_CHECKING:
+    from unilab_gpu.rl.symmetry import MirrorAugmentation
 
 
 @dataclass
@@ -331,6 +333,9 @@ class OffPolicyAgent:
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One gradient update from a replay batch (keys :data:`BATCH_KEYS`).
+
+        With ``cfg.mirror_fraction`` part of the batch is first replaced by its mirror images
+        (:attr:`mirror`); with ``cfg.value_range: reward_scale`` the first update sizes the support.
 
         Returns 0-d device tensors ``critic_loss``, ``actor_loss``, ``alpha``, ``entropy`` and
         ``q_mean``; actor values are those of the latest actor step.
