@@ -47,6 +47,12 @@ def _state(clip, frame: int) -> tuple[np.ndarray, np.ndarray]:
         ("go2_velocity", "go2", []),
         # actions spanning the joint ranges: twin joints with flipped signs swap their two scales
         ("g1_velocity", "g1", ["+actions.params.bounds=joint_limits"]),
+        # histories: every block of a term is mapped like the term
+        (
+            "g1_velocity",
+            "g1",
+            ["+observations.critic.terms.joint_vel.history=3", "+observations.policy.terms.base_ang_vel.history=2"],
+        ),
     ],
 )
 def test_observations_of_the_mirrored_state_are_the_mirror_map_of_the_observations(task, robot, overrides, tmp_path):
@@ -55,13 +61,15 @@ def test_observations_of_the_mirrored_state_are_the_mirror_map_of_the_observatio
     mirror map of row 0's, and the joint targets of the mirrored action are the mirrored targets."""
     env = make_env(task, 2, "cpu", compile=False, announce=False, overrides=overrides)
     clip, mirrored = _clip_and_mirror(robot, tmp_path)
-    frame = 7
-    states = [_state(clip, frame), _state(mirrored, frame)]
-    qpos = torch.tensor(np.stack([s[0] for s in states]), dtype=torch.float32)
-    qvel = torch.tensor(np.stack([s[1] for s in states]), dtype=torch.float32)
-    ids = torch.arange(2)
-    env.sim.write_rows(ids, qpos, qvel)
-    env.sim.refresh(ids)
+
+    def show(frame: int) -> None:
+        states = [_state(clip, frame), _state(mirrored, frame)]
+        qpos = torch.tensor(np.stack([s[0] for s in states]), dtype=torch.float32)
+        qvel = torch.tensor(np.stack([s[1] for s in states]), dtype=torch.float32)
+        env.sim.write_rows(torch.arange(2), qpos, qvel)
+        env.sim.refresh(torch.arange(2))
+
+    show(5)
     twist = env.command_manager.get("twist")
     twist.command.copy_(torch.tensor([[0.4, 0.3, -0.7], [0.4, -0.3, 0.7]]))
     twist.phase.copy_(torch.tensor([0.9, 0.9 + torch.pi]))
@@ -85,6 +93,8 @@ def test_observations_of_the_mirrored_state_are_the_mirror_map_of_the_observatio
     for group in env.observation_manager.groups.values():
         group.enable_noise = False
     env.observation_manager.compute(env, torch.ones(2, dtype=torch.bool), after_final=False)
+    show(7)  # a second, different value in every history
+    env.observation_manager.compute(env, torch.zeros(2, dtype=torch.bool), after_final=False)
     for name, obs in env.observation_manager.obs.items():
         mapped = observation_mirror(symmetry, name)(obs[0:1])[0]
         torch.testing.assert_close(obs[1], mapped, atol=2e-4, rtol=1e-4, msg=f"group {name}")
