@@ -16,6 +16,7 @@ The first batch is drawn after the warm-up, so its rewards are those of the warm
 actions; penalties (action rate) are larger and task rewards smaller there than later, which the
 margin and the symmetric range absorb. The support is written in place (same tensor, same shape),
 so nothing compiled before sees another tensor, and it is saved with the agent's state.
+SAC only: FlashSAC's reward scaler already fits its returns to its fixed support.
 """
 
 from __future__ import annotations
