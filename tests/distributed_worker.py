@@ -31,10 +31,11 @@ SCALER_ENVS, SCALER_STEPS = 3, 5
 SAMPLER_STEPS, SAMPLER_ROWS = 4, 6
 
 
-def tiny_agent(algo: str, seed: int):
-    """A tiny agent of ``algo`` whose initial weights depend on ``seed``."""
+def tiny_agent(algo: str, seed: int, **overrides):
+    """A tiny agent of ``algo`` whose initial weights depend on ``seed``; ``overrides`` are algo keys."""
     torch.manual_seed(seed)
-    cfg = algo_config({**TINY_CONFIGS[algo], "batch_size": BATCH, "learning_rate_decay_steps": 40}, compile=False)
+    values = {**TINY_CONFIGS[algo], "batch_size": BATCH, "learning_rate_decay_steps": 40, **overrides}
+    cfg = algo_config(values, compile=False)
     dims = {"policy": POLICY_DIM, "critic": CRITIC_DIM}
     return make_agent(cfg, dims, ACT_DIM, SCALER_ENVS, "cpu")
 
@@ -178,6 +179,13 @@ def main(out_dir: Path) -> None:
             flash.observe_step(*scaler_step(rank, step))
             flash.update(batch(rank, step))
         result["flashsac"] = flash.state_dict()
+
+        # SAC with a support sized from the first batch: every rank takes the fleet's widest bound.
+        sized = tiny_agent("sac", seed=40 + rank, value_range="reward_scale")
+        sized_dp = DataParallel(rank, world, torch.device("cpu"))
+        sized_dp.attach(sized)
+        sized.update(batch(rank, 0))
+        result["sized_support"] = sized.support.clone()
 
         # (b) reward scaler: two merges, each after SCALER_STEPS local env steps.
         scaler_agent = tiny_agent("flashsac", seed=30)

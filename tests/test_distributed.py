@@ -233,6 +233,17 @@ def test_replicas_equal_a_single_process_on_the_union_batch(ranks, monkeypatch):
     torch.testing.assert_close(first["/modules/policy_norm/var"], union.var(0, correction=0))
 
 
+def test_sized_support_is_the_fleet_bound_on_every_rank(ranks):
+    # algo.value_range=reward_scale: one support for all replicas, from the union of the first batches.
+    from unilab_gpu.rl.value_range import value_bound
+
+    cfg = worker.tiny_agent("sac", seed=40).cfg
+    bound = value_bound(worker.union_batch(0, WORLD)["reward"], cfg.gamma, cfg.n_step, cfg.value_range_margin)
+    expected = torch.linspace(-1.0, 1.0, cfg.num_atoms) * bound
+    assert torch.equal(ranks[0]["sized_support"], ranks[1]["sized_support"])
+    torch.testing.assert_close(ranks[0]["sized_support"], expected)
+
+
 def test_flashsac_replicas_stay_identical_with_batch_norm(ranks):
     first, second = tensors(ranks[0]["flashsac"]), tensors(ranks[1]["flashsac"])
     per_env = (  # each rank's own envs and batch

@@ -188,3 +188,12 @@ def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert load_checkpoint(path)["value"].item() == 1.0
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
+
+
+def test_an_env_without_final_observations_is_refused():
+    """Time-outs bootstrap from the true last observation, which ``final_obs: false`` does not compute."""
+    env = make_env("pendulum", num_envs=NUM_ENVS, compile=False, overrides=["final_obs=false"])
+    cfg = algo_config(TINY["sac"], compile=False)
+    agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
+    with pytest.raises(ValueError, match=r"final observations \(final_obs: true\)"):
+        OffPolicyTrainer(env, agent, TrainerSettings(iterations=1))

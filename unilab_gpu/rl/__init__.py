@@ -11,6 +11,10 @@ Map (each algorithm reads top to bottom in its own file, over the shared update 
     flashsac          FlashSacConfig, FlashSAC networks and norm constraints, reward scaler, held
                       noise, FlashSacAgent
     distributional    C51: categorical support, projection, cross-entropy, expected value
+    value_range       the critics' support as a checkpointed buffer, sized from the rewards
+                      (algo.value_range: reward_scale)
+    symmetry          left-right mirror images of part of every batch (algo.mirror_fraction);
+                      the maps are envs.mirror_map's
     squashed_gaussian the actors' tanh-squashed Gaussian (sample, log-density, bounded log-std)
     optimization      cosine learning-rate schedule as a device tensor, AdamW, clipping, Polyak
     running_moments   running mean/variance merged in place (observation and reward statistics)

@@ -78,6 +78,10 @@ class FlashSacConfig(OffPolicyConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_field(self.reward_g_max > 0, "reward_g_max", "> 0", self.reward_g_max)
+        # The reward scaler already sizes the rewards to the support (returns within +-reward_g_max);
+        # a support sized from the scaler's first, short-horizon statistics would be ten times too wide.
+        scaled = "'fixed' for FlashSAC, whose reward scaler fits returns to [v_min, v_max]"
+        check_field(self.value_range == "fixed", "value_range", scaled, self.value_range)
         check_field(0.0 < self.batch_norm_momentum <= 1.0, "batch_norm_momentum", "in (0, 1]", self.batch_norm_momentum)
         check_field(self.noise_max_length >= 1, "noise_max_length", ">= 1", self.noise_max_length)
 

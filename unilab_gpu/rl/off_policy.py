@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -41,7 +41,11 @@ from unilab_gpu.rl.distributional import (
     project_categorical,
 )
 from unilab_gpu.rl.optimization import CosineSchedule, clip_gradients_, make_adamw, polyak_update_
+from unilab_gpu.rl.value_range import ValueSupport, value_bound
 from unilab_gpu.utils.compiling import maybe_compile
+
+if TYPE_CHECKING:
+    from unilab_gpu.rl.symmetry import MirrorAugmentation
 
 
 @dataclass
@@ -74,6 +78,15 @@ class OffPolicyConfig:
     num_atoms: int = 501
     v_min: float = -20.0
     v_max: float = 20.0
+    value_range: str = "fixed"
+    """Support of the distributional critics: ``"fixed"``, ``[v_min, v_max]``; ``"reward_scale"``,
+    sized from the task's rewards at the first update (:func:`value_bound`), which replaces
+    ``v_min`` and ``v_max``."""
+    value_range_margin: float = 2.0
+    """With ``value_range: reward_scale``: the support's half-width over the bound of the first batch."""
+    mirror_fraction: float = 0.0
+    """Share of every batch replaced by its left-right mirror image (:mod:`unilab_gpu.rl.symmetry`);
+    0 disables. Needs a mirror-symmetric robot and a mirror rule for every observation term."""
     log_std_min: float = -5.0
     log_std_max: float = 0.0
     alpha_init: float = 0.001
@@ -98,6 +111,12 @@ class OffPolicyConfig:
         check_field(0.0 < self.tau <= 1.0, "tau", "in (0, 1]", self.tau)
         check_field(self.num_atoms >= 2, "num_atoms", ">= 2", self.num_atoms)
         check_field(self.v_max > self.v_min, "v_max", f"> v_min ({self.v_min})", self.v_max)
+        ranges = ("fixed", "reward_scale")
+        check_field(self.value_range in ranges, "value_range", "'fixed' or 'reward_scale'", self.value_range)
+        check_field(self.value_range_margin >= 1.0, "value_range_margin", ">= 1", self.value_range_margin)
+        bounded = self.value_range == "fixed" or self.gamma < 1.0
+        check_field(bounded, "gamma", "< 1 with value_range 'reward_scale' (a finite horizon)", self.gamma)
+        check_field(0.0 <= self.mirror_fraction <= 1.0, "mirror_fraction", "in [0, 1]", self.mirror_fraction)
         low = self.log_std_min
         check_field(self.log_std_max > low, "log_std_max", f"> log_std_min ({low})", self.log_std_max)
         check_field(self.actor_update_period >= 1, "actor_update_period", ">= 1", self.actor_update_period)
@@ -170,7 +189,11 @@ class OffPolicyAgent:
         self.schedule = CosineSchedule(
             cfg.learning_rate, cfg.learning_rate_end, cfg.learning_rate_decay_steps, device=self.device
         )
-        self.support = categorical_support(cfg.num_atoms, cfg.v_min, cfg.v_max, device=self.device)
+        self.value_support = ValueSupport(categorical_support(cfg.num_atoms, cfg.v_min, cfg.v_max, device=self.device))
+        self.support = self.value_support.atoms
+        """Atom values ``(num_atoms,)``; ``value_range: reward_scale`` respaces them in place at the first update."""
+        if cfg.value_range != "fixed":  # a fixed support is the config's: checkpoints stay as they were
+            self.stateful["value_support"] = self.value_support
         self.stateful.update(
             actor=self.actor,
             critic=self.critic,
@@ -199,6 +222,9 @@ class OffPolicyAgent:
         # Written in place by actor steps, so that a captured update keeps writing the same memory.
         self._last_actor_loss = torch.zeros((), device=self.device)
         self._last_entropy = torch.zeros((), device=self.device)
+        self.mirror: MirrorAugmentation | None = None
+        """Mirrors ``cfg.mirror_fraction`` of every batch (set by the trainer, which knows the env)."""
+        self._support_sized = False  # host flag: a captured update must not record the one-time sizing
 
     # -- subclass interface -------------------------------------------------------------------
     def _build_networks(self) -> None:
@@ -276,6 +302,15 @@ class OffPolicyAgent:
     def _target_update_impl(self) -> None:
         polyak_update_(self._target_params, self._critic_params, self.cfg.tau)
 
+    def _size_support(self, reward: torch.Tensor) -> None:
+        """``value_range: reward_scale``: respace the support from the first batch's (prepared)
+        n-step rewards ``(B,)``, the largest bound of all ranks in a data-parallel run."""
+        cfg = self.cfg
+        bound = value_bound(reward, cfg.gamma, cfg.n_step, cfg.value_range_margin)
+        if self.data_parallel is not None:
+            bound = self.data_parallel.all_gather(bound.view(1), "value range").max()
+        self.value_support.resize_(bound)
+
     # -- public API ---------------------------------------------------------------------------
     def _check_batch(self, batch: dict[str, torch.Tensor]) -> None:
         missing = [k for k in BATCH_KEYS if k not in batch]
@@ -307,6 +342,9 @@ class OffPolicyAgent:
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One gradient update from a replay batch (keys :data:`BATCH_KEYS`).
 
+        With ``cfg.mirror_fraction`` part of the batch is first replaced by its mirror images
+        (:attr:`mirror`); with ``cfg.value_range: reward_scale`` the first update sizes the support.
+
         Returns 0-d device tensors ``critic_loss``, ``actor_loss``, ``alpha``, ``entropy`` and
         ``q_mean``; actor values are those of the latest actor step.
         """
@@ -330,11 +368,21 @@ class OffPolicyAgent:
         metrics), which is what lets :class:`~unilab_gpu.rl.update_step.UpdateStep` record it as a
         CUDA graph, one per value of ``actor_step``. Returns :meth:`update`'s metrics.
         """
+        if self.cfg.mirror_fraction > 0:
+            if self.mirror is None:
+                raise RuntimeError(
+                    "algo.mirror_fraction > 0 needs the env's mirror maps: set agent.mirror = "
+                    "rl.symmetry.MirrorAugmentation.for_env(env, ...) (OffPolicyTrainer does)"
+                )
+            batch = self.mirror(batch)
         batch = self._prepare(batch)
+        if self.cfg.value_range == "reward_scale" and self.num_updates == 0 and not self._support_sized:
+            self._size_support(batch["reward"])
+            self._support_sized = True
         critic_loss, q_mean = self._critic_loss(batch)
         self._optimize("critic", critic_loss, self._critic_params)
         self._after_critic_step()
-        if self.num_updates % self.cfg.actor_update_period == 0:
+        if actor_step:
             actor_loss, entropy = self._actor_loss(batch)
             self._optimize("actor", actor_loss, self._actor_params)
             self._after_actor_step()

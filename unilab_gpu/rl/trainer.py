@@ -42,6 +42,7 @@ from unilab_gpu.rl.distributed import DataParallel, FleetError
 from unilab_gpu.rl.logger import TrainLogger
 from unilab_gpu.rl.off_policy import OffPolicyAgent, steps_before_updates
 from unilab_gpu.rl.replay import ReplayBuffer
+from unilab_gpu.rl.symmetry import MirrorAugmentation
 from unilab_gpu.rl.update_step import UpdateStep
 
 PHASES = ("act", "env", "replay", "update")
@@ -185,9 +186,17 @@ class OffPolicyTrainer:
         self.after_iteration: Callable[[], None] | None = None
         """Called on the host after every iteration, outside the env step and the update (the live
         viewer's throttled state copy); it must not synchronize."""
+        if not env.cfg.final_obs:
+            # Without them a time-out would bootstrap from whatever observation the buffer last held.
+            raise ValueError(
+                "off-policy training: the task must compute final observations (final_obs: true) to bootstrap "
+                "time-outs from the true last observation"
+            )
         self.device = env.device
         dims = env.observation_dims
         self._critic_group = "critic" if "critic" in dims else "policy"
+        if self.algo.mirror_fraction > 0:
+            agent.mirror = MirrorAugmentation.for_env(env, self._critic_group, self.algo.mirror_fraction)
         self.replay = ReplayBuffer(
             self.algo.buffer_capacity_per_env,
             env.num_envs,
