@@ -144,3 +144,22 @@ def test_ctrl_c_reports_and_writes_the_seconds_walked_before_it(tmp_path, capsys
     assert report["interrupted"] is True and report["seconds"] == pytest.approx(4 * 0.02)
     assert report["overall"]["rows"] == 4
     assert "interrupted; the report covers the 0.08 s walked before it" in capsys.readouterr().out
+
+
+def test_the_training_terrain_overrides_give_way_to_the_evaluation_terrain() -> None:
+    from unilab_gpu.envs.make_env import load_task_cfg
+    from unilab_gpu.evaluation.terrain import evaluation_overrides
+
+    trained = [
+        "terrain=rough_cpu",
+        "terrain.curriculum.demote_on_time_out=false",
+        "+terrain.curriculum.promote_ratio=0.8",
+        "commands.twist.params.heading_fraction=1.0",
+    ]
+    overrides = evaluation_overrides("go2_velocity_rough", trained, "slopes_stairs_eval", (0.5, 0.0, 0.0), 5.0, 0.0)
+    assert [o for o in overrides if o.lstrip("+").startswith("terrain")][:1] == ["terrain=slopes_stairs_eval"]
+    assert "commands.twist.params.heading_fraction=1.0" in overrides
+    cfg = load_task_cfg("go2_velocity_rough", overrides)  # composed: no curriculum key lands on a null one
+    assert cfg.terrain.curriculum is None and cfg.terrain.num_cols == load_task_cfg(
+        "go2_velocity_rough", ["terrain=slopes_stairs_eval"]
+    ).terrain.num_cols

@@ -55,7 +55,10 @@ def evaluation_overrides(
     seconds: float,
     yaw_range: float,
 ) -> list[str]:
-    """The training ``overrides`` and the clean evaluation's on ``terrain``.
+    """The training ``overrides`` and the clean evaluation's on ``terrain``. The training's own
+    terrain overrides (``terrain=...``, ``terrain.*``) are left out: the evaluation's terrain
+    replaces that section whole (a training curriculum setting would land on the evaluation
+    terrain, which has none).
 
     Raises:
         ValueError: the task has no velocity command ``twist``.
@@ -70,8 +73,9 @@ def evaluation_overrides(
     # A task trained on flat ground has no terrain default to replace: add one.
     select = f"terrain={terrain}" if cfg.terrain is not None else f"+terrain={terrain}"
     vx, vy, wz = (float(c) for c in command)
+    kept = [o for o in overrides if not _is_terrain_override(o)]
     return [
-        *overrides,
+        *kept,
         select,
         "terrain.curriculum=null",
         "terrain.max_initial_level=0",
@@ -82,6 +86,11 @@ def evaluation_overrides(
         f"events.root_state.params.pose_range=[[-0.5,0.5],[-0.5,0.5],[0,0],[0,0],[0,0],[{-yaw_range},{yaw_range}]]",
         "events.root_state.params.velocity_range=[[0,0],[0,0],[0,0],[0,0],[0,0],[0,0]]",  # at rest: no reset kicks
     ]
+
+
+def _is_terrain_override(override: str) -> bool:
+    key = override.lstrip("+~").split("=", 1)[0]
+    return key == "terrain" or key.startswith("terrain.")
 
 
 FILE_CHOICE = "given_terrain_file"
