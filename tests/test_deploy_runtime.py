@@ -759,7 +759,10 @@ def test_a_negative_command_is_the_value_of_command(cases, tmp_path) -> None:
     assert json.loads(out.read_text())["command"] == [-0.3, 0.0, 0.0]
 
 
-def test_a_diverged_simulation_is_named_counted_as_a_fall_and_kept_out_of_the_errors(cases) -> None:
+def test_a_diverged_simulation_is_named_counted_as_a_fall_and_kept_out_of_the_errors(
+    cases, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # MuJoCo C's default handler would write MUJOCO_LOG.TXT here
     case = cases["g1_velocity_play"]
     warnings: list[str] = []
     run = Sim2Sim(case.controller(), [0.5, 0.0, 0.0], FallRule.of_task(case.policy.metadata), warn=warnings.append)
@@ -777,7 +780,12 @@ def test_a_diverged_simulation_is_named_counted_as_a_fall_and_kept_out_of_the_er
     summary, (row,) = result["summary"], result["per_second"]
     assert summary["diverged"] == row["diverged"] == 1 and summary["falls"] >= 1
     assert run.warnings[0].startswith("the simulation diverged at 0.08 s (MuJoCo C reset a bad state")
+    assert run.warnings[-1] == (
+        "MuJoCo C warned 1 time(s), first: Nan, Inf or huge value in QVEL at DOF 6. The simulation is unstable. "
+        "Time = 0.0600."
+    )
     assert warnings == [f"unilab-sim2sim: warning: {text}" for text in run.warnings]
+    assert list(tmp_path.iterdir()) == [] and mujoco.get_mju_user_warning() is None  # nothing left behind
     # The errors are the means of the 9 steps that did not diverge (the diverged one would read as
     # the reset robot standing still: an error of the whole command).
     assert len(measured) == 9

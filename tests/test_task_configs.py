@@ -13,7 +13,11 @@ the old behaviour), and later ``motion_order: auto`` (unnamed columns detected, 
 ``terrain``, which these flat-ground tasks leave ``None`` (the scene's own floor, as before). When
 robots came to own their physics options (issue 47) every config gained ``control_dt``, the period
 ``decimation x timestep`` is checked against: 0.02 s (4 x 5 ms, as before) for the robot tasks,
-``None`` (unchecked) for the pendulum.
+``None`` (unchecked) for the pendulum. When the tracking command gained its start and failure levers
+(issue 48) the tracking snapshots gained ``first_frame_share: 0.2`` (a fifth of episodes start at
+frame 0: the one default that changed, for the full-clip success it measured),
+``blend_in_seconds: 0.0`` with ``blend_in_keyframe: stand`` (no blend, as before) and
+``termination_curriculum: null`` (the thresholds as written, as before).
 """
 
 from __future__ import annotations

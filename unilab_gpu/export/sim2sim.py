@@ -546,6 +546,10 @@ class Sim2Sim:
         per_second: list[dict[str, Any]] = []
         done, falls, interrupted = 0, 0, False
         steps_per_second = round(1.0 / ctl.control_dt)
+        # MuJoCo C's warnings come to the report, not to MUJOCO_LOG.TXT in the user's folder.
+        mujoco_texts: list[str] = []
+        previous_handler = mujoco.get_mju_user_warning()
+        mujoco.set_mju_user_warning(mujoco_texts.append)
         try:
             for step in range(steps):
                 if step % steps_per_second == 0:
@@ -588,6 +592,10 @@ class Sim2Sim:
                     on_step(done, steps, falls)
         except KeyboardInterrupt:
             interrupted = True
+        finally:
+            mujoco.set_mju_user_warning(previous_handler)
+        if mujoco_texts:
+            self._warn(f"MuJoCo C warned {len(mujoco_texts)} time(s), first: {mujoco_texts[0].strip()}")
         seconds_run = [s for s in per_second if s["steps"]]
         unconverged = sum(s["unconverged"] for s in seconds_run)
         if unconverged:

@@ -195,6 +195,7 @@ class MotionCommand:
             device, **({"start_scale": 1.0} if termination_curriculum is None else termination_curriculum)
         )
         """Its ``scale`` (0-d) multiplies the failure thresholds of the tracking terminations."""
+        self._curriculum_learns = termination_curriculum is not None
 
         zero6 = [[0.0, 0.0]] * 6
         self._pose_lo, self._pose_span = low_and_span(pose_range or zero6, 6, f"{where}.pose_range", device)
@@ -229,7 +230,7 @@ class MotionCommand:
         self._sim_state = env.sim.state
         self._fixed_starts: tuple[torch.Tensor, torch.Tensor] | None = None  # see fix_starts()
         self._env = env  # fix_starts() asks it whether the step is still open to Python-level changes
-        if termination_curriculum is not None:
+        if self._curriculum_learns:
             env.stats.register("motion/termination_scale", self.termination_curriculum.scale)
             env.stats.register("motion/failure_rate_ema", self.termination_curriculum.failure_rate)
         if isinstance(self.sampler, AdaptiveStartSampler):
@@ -281,10 +282,12 @@ class MotionCommand:
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """What the command has learned, for resumes: the start sampler's state (adaptive
-        sampling's failure rates) and the termination curriculum's scale."""
+        sampling's failure rates) and, when one is configured, the termination curriculum's scale."""
         has_state = hasattr(self.sampler, "state_dict")
         state = {f"sampler.{k}": v for k, v in self.sampler.state_dict().items()} if has_state else {}
-        state.update({f"termination_curriculum.{k}": v for k, v in self.termination_curriculum.state_dict().items()})
+        if self._curriculum_learns:
+            curriculum = self.termination_curriculum.state_dict()
+            state.update({f"termination_curriculum.{k}": v for k, v in curriculum.items()})
         return state
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
