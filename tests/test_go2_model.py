@@ -118,7 +118,8 @@ def test_cited_figures(model: mujoco.MjModel) -> None:
             np.testing.assert_allclose(actuator.forcerange, [-EFFORT[part], EFFORT[part]], err_msg=actuator.name)
     assert model.body("base").mass[0] == pytest.approx(MASS["base"], abs=1e-12)
     # Unitree quotes about 15 kg for the Go2 with its battery.
-    assert mujoco.mj_getTotalmass(model) == pytest.approx(MASS["base"] + 4 * sum(MASS[p] for p in ("hip", "thigh", "calf")))
+    legs = 4 * sum(MASS[p] for p in ("hip", "thigh", "calf"))
+    assert mujoco.mj_getTotalmass(model) == pytest.approx(MASS["base"] + legs)
     assert 14.5 < mujoco.mj_getTotalmass(model) < 16.0
     # Hip joints roll about x, thighs and calves pitch about y.
     for j in JOINT_NAMES:

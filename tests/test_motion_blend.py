@@ -70,5 +70,6 @@ def test_tracking_task_blends_every_clip_and_names_a_missing_keyframe() -> None:
     with pytest.raises(ValueError, match="blend_in_keyframe: the model has no keyframe 'sit'"):
         make_env(
             "g1_tracking", num_envs=1, compile=False, announce=False,
-            overrides=[*quiet, "commands.motion.params.blend_in_seconds=0.5", "commands.motion.params.blend_in_keyframe=sit"],
+            overrides=[*quiet, "commands.motion.params.blend_in_seconds=0.5",
+                       "commands.motion.params.blend_in_keyframe=sit"],
         )  # fmt: skip

@@ -143,7 +143,10 @@ BAD_ROBOT_CONFIGS = {
         {"model": "no_such_robot"},
         (ROBOT_FILE, "'model': robot asset 'no_such_robot/scene.xml' not found"),
     ),
-    "missing MJCF file": ({"model": "/no/such/robot.xml"}, (ROBOT_FILE, "'model': model file not found: /no/such/robot.xml")),
+    "missing MJCF file": (
+        {"model": "/no/such/robot.xml"},
+        (ROBOT_FILE, "'model': model file not found: /no/such/robot.xml"),
+    ),
 }
 
 

@@ -9,7 +9,8 @@ the snapshots' ``actions`` sections alone were rewritten mechanically into the t
 (``kind`` -> ``func``; ``actuator_names`` and every other non-default key -> ``params``; ``clip``
 kept), every other key untouched. When the tracking command took motion sets (issue 33) the
 tracking snapshots gained its one new parameter, ``motion_weights: null`` (every clip weight 1,
-the old behaviour), and later ``motion_order: auto`` (unnamed columns detected, the old behaviour). When tasks could stand on a generated terrain (issue 32) every config gained
+the old behaviour), and later ``motion_order: auto`` (unnamed columns detected, the old behaviour).
+When tasks could stand on a generated terrain (issue 32) every config gained
 ``terrain``, which these flat-ground tasks leave ``None`` (the scene's own floor, as before). When
 robots came to own their physics options (issue 47) every config gained ``control_dt``, the period
 ``decimation x timestep`` is checked against: 0.02 s (4 x 5 ms, as before) for the robot tasks,

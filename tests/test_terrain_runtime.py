@@ -207,7 +207,8 @@ def test_level_fraction_is_one_for_a_policy_promoted_every_episode(levels) -> No
     ids = torch.arange(400)
     fractions = []
     for episode in range(60):
-        moved = terrain.curriculum.new_levels(ids, torch.zeros(400, dtype=torch.bool), terrain.level, terrain.env_origin, levels)
+        no_fall = torch.zeros(400, dtype=torch.bool)
+        moved = terrain.curriculum.new_levels(ids, no_fall, terrain.level, terrain.env_origin, levels)
         terrain.set_row_levels(ids, moved)
         if episode >= 20:
             fractions.append(terrain.level_fraction.item())

@@ -330,7 +330,8 @@ def test_first_frame_share_splits_one_uniform_between_frame_zero_and_the_sampler
     share = float((cmd.place_start(draws[0], draws[1])[1] == 0).double().mean())
     assert abs(share - (0.25 + 0.75 / length)) < 0.015  # binomial sd ~0.003
     with pytest.raises(ValueError, match="first_frame_share must be a share of episodes in \\[0, 1\\], got 1.5"):
-        make_env("g1_tracking", num_envs=1, compile=False, overrides=QUIET + ["commands.motion.params.first_frame_share=1.5"])
+        overrides = QUIET + ["commands.motion.params.first_frame_share=1.5"]
+        make_env("g1_tracking", num_envs=1, compile=False, overrides=overrides)
 
 
 def test_threshold_curriculum_moves_by_step_per_ended_episode() -> None:

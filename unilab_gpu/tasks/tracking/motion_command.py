@@ -188,7 +188,8 @@ class MotionCommand:
         )
         self.sampler = SAMPLERS[sampling](self.library, **(adaptive or {}) if sampling == "adaptive" else {})
         if not 0.0 <= first_frame_share <= 1.0:
-            raise ValueError(f"{where}.first_frame_share must be a share of episodes in [0, 1], got {first_frame_share}")
+            share = first_frame_share
+            raise ValueError(f"{where}.first_frame_share must be a share of episodes in [0, 1], got {share}")
         self.first_frame_share = float(first_frame_share)
         self._first_frames = ClipStartSampler(self.library)
         self.termination_curriculum = ThresholdCurriculum(

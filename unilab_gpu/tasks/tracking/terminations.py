@@ -112,7 +112,8 @@ class ThresholdCurriculum:
             return
         ended = valid.sum().to(self.scale.dtype)
         share = (failed & valid).sum().to(self.scale.dtype) / ended.clamp_min(1.0)
-        rate = torch.where(ended > 0, self.failure_rate + self.ema_rate * (share - self.failure_rate), self.failure_rate)
+        moved = self.failure_rate + self.ema_rate * (share - self.failure_rate)
+        rate = torch.where(ended > 0, moved, self.failure_rate)
         self.failure_rate.copy_(rate)
         direction = (rate > self.loosen_above).to(rate.dtype) - (rate < self.tighten_below).to(rate.dtype)
         self.scale.copy_((self.scale + self.step * ended * direction).clamp(1.0, self.start_scale))
