@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from unilab_gpu.envs.make_env import list_tasks
+from unilab_gpu.paths import list_tasks
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.logger import RecordingLogger
 from unilab_gpu.rl.trainer import PHASES

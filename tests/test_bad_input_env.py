@@ -315,7 +315,7 @@ def test_bad_make_env_arguments_name_the_argument(kwargs, error, message):
             "+rewards.x={func: unilab_gpu.utils.files.check_output, weight: 1.0}",
             "rewards.x.func: 'unilab_gpu.utils.files.check_output' is not a term: a term is a function f(env, ",
         ),
-        ("pendulum", "+rewards.x={func: 'unilab_gpu.rl.checkpoint:shutil', weight: 1.0}", "is not a term"),
+        ("pendulum", "+rewards.x={func: 'unilab_gpu.training.run_folder:shutil', weight: 1.0}", "is not a term"),
         (
             "pendulum",
             "+rewards.x={func: os.system, weight: 1.0}",

@@ -20,20 +20,13 @@ from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.managers.reward_manager import RewardManager
 from unilab_gpu.rl.agents import agent_from_checkpoint
-from unilab_gpu.rl.checkpoint import (
-    LOCK_NAME,
-    RunFolderError,
-    RunLock,
-    create_run_folder,
-    load_checkpoint,
-    non_finite_entries,
-    resume_command,
-    save_checkpoint,
-)
+from unilab_gpu.rl.checkpoint import load_checkpoint, non_finite_entries, save_checkpoint
 from unilab_gpu.rl.distributional import categorical_support, project_categorical
 from unilab_gpu.rl.off_policy import OffPolicyAgent
 from unilab_gpu.rl.trainer import OffPolicyTrainer
 from unilab_gpu.training import run as training_run
+from unilab_gpu.training.run_folder import RunFolderError, RunLock, create_run_folder, resume_command
+from unilab_gpu.utils.files import LOCK_NAME
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
@@ -171,7 +164,7 @@ def test_resume_lists_several_mismatches_at_once(run_dir, capsys):
 
 
 def test_checkpoint_of_another_package_version_is_refused(run_dir, capsys, monkeypatch):
-    monkeypatch.setattr("unilab_gpu.rl.checkpoint.__version__", "9.9.9")
+    monkeypatch.setattr("unilab_gpu.training.resume_check.__version__", "9.9.9")
     assert main([f"resume={run_dir}"]) == 2
     assert "package version: checkpoint '0.1.0', now '9.9.9'" in _error(capsys)
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from unilab_gpu.envs.make_env import list_tasks, make_env
+from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.paths import list_tasks
 from unilab_gpu.utils.sync_audit import no_host_sync
 
 FORCED = ["+terminations.forced={func: env_test_terms.ForcedEnd}"]

@@ -91,15 +91,37 @@ def _all_imports(tree: ast.AST) -> list[str]:
     return [name for name in found if name.startswith("unilab_gpu.")]
 
 
-def test_managers_do_not_import_envs() -> None:
-    """Terms and managers see the env through ``managers.env_view.EnvView``, not the env class:
-    not even a type-checking import of ``envs`` (which would hide the dependency the cycle check skips)."""
+def test_managers_do_not_import_envs_or_terrain() -> None:
+    """Terms and managers see the env through ``managers.env_view.EnvView``, not the env class, and the
+    terrain through its ``Ground`` Protocol (``terrain`` builds on ``managers``): not even a
+    type-checking import of ``envs`` or ``terrain`` (which would hide the dependency the cycle check skips)."""
+    above = ("unilab_gpu.envs", "unilab_gpu.terrain")
     offenders = {
         str(path.relative_to(PACKAGE)): [
-            name for name in _all_imports(ast.parse(path.read_text())) if name.startswith("unilab_gpu.envs")
+            name for name in _all_imports(ast.parse(path.read_text())) if name.startswith(above)
         ]
         for path in (PACKAGE / "managers").rglob("*.py")
     }
     offenders = {path: names for path, names in offenders.items() if names}
     assert offenders == {}
     assert _all_imports(ast.parse("from unilab_gpu.envs.make_env import make_env")) == ["unilab_gpu.envs.make_env"]
+
+
+def test_no_module_takes_a_name_from_the_package_face() -> None:
+    """``unilab_gpu/__init__.py`` hands the public names on (lazily) from the modules that define them;
+    a module of the package imports them from there, never from the face, whose names come from
+    above it (``__version__`` is the face's own)."""
+    offenders = {
+        str(path.relative_to(PACKAGE)): names
+        for path in PACKAGE.rglob("*.py")
+        if (
+            names := [
+                alias.name
+                for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.ImportFrom) and node.module == "unilab_gpu" and node.level == 0
+                for alias in node.names
+                if alias.name != "__version__"
+            ]
+        )
+    }
+    assert offenders == {}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from unilab_gpu.envs.make_env import list_tasks, load_task_cfg, make_env
+from unilab_gpu.envs.make_env import load_task_cfg, make_env
 from unilab_gpu.managers.term_cfg import ObservationTermCfg, RewardTermCfg
+from unilab_gpu.paths import list_tasks
 
 
 def test_tasks_are_listed() -> None:

@@ -201,7 +201,7 @@ def test_full_disk_mid_training_is_one_line_keeping_the_last_checkpoint(tmp_path
     from test_cli_train import TINY
 
     from unilab_gpu.cli.train import main
-    from unilab_gpu.rl.checkpoint import resume_command
+    from unilab_gpu.training.run_folder import resume_command
 
     run_dir = tmp_path / "run"
     fill_disk_after(monkeypatch, room=4096, skip=2)  # the iteration-0 and iteration-1 checkpoints are written

@@ -8,7 +8,7 @@ from rl_agent_helpers import tensorboard_events
 
 from unilab_gpu.cli.play import play
 from unilab_gpu.cli.train import main
-from unilab_gpu.envs.make_env import list_tasks
+from unilab_gpu.paths import list_tasks
 from unilab_gpu.rl.checkpoint import load_checkpoint
 
 TASK = "g1_tracking" if "g1_tracking" in list_tasks() else "g1_stand"

@@ -14,7 +14,8 @@ from test_cli_train import TINY
 
 from unilab_gpu.cli.train import main
 from unilab_gpu.envs.make_env import load_task_cfg
-from unilab_gpu.rl.checkpoint import RUN_CONFIG_MAX_BYTES, RunFolderError, load_checkpoint, load_run_config
+from unilab_gpu.rl.checkpoint import load_checkpoint
+from unilab_gpu.training.run_folder import RUN_CONFIG_MAX_BYTES, RunFolderError, load_run_config
 from unilab_gpu.utils.overrides import override_syntax_problem
 from unilab_gpu.utils.yaml_files import expanded_values
 

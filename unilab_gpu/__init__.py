@@ -21,8 +21,10 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from unilab_gpu.envs.make_env import load_task_cfg, make_env
     from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv, StepResult
+    from unilab_gpu.paths import list_tasks
 
 _LAZY = {
+    "list_tasks": "unilab_gpu.paths",
     "make_env": "unilab_gpu.envs.make_env",
     "load_task_cfg": "unilab_gpu.envs.make_env",
     "ManagerBasedRlEnv": "unilab_gpu.envs.manager_based_rl_env",
@@ -31,15 +33,6 @@ _LAZY = {
 """Public name -> the module that defines it, imported on first access (PEP 562)."""
 
 __all__ = ["ManagerBasedRlEnv", "StepResult", "__version__", "list_tasks", "load_task_cfg", "make_env"]
-
-
-def list_tasks() -> list[str]:
-    """Names accepted by :func:`make_env`: the files of ``configs/task/`` and of the ``configs/task/``
-    of the ``UNILAB_PATH`` folders (no heavy import). Task bases (``configs/task/base/``) are not
-    tasks: they need a robot."""
-    from unilab_gpu.paths import config_roots
-
-    return sorted({p.stem for root in config_roots() for p in (root / "task").glob("*.yaml")})
 
 
 def __getattr__(name: str) -> Any:

@@ -70,6 +70,13 @@ def group_choices(group: str) -> list[str]:
     return sorted({path.stem for root in config_roots() for path in (root / group).glob("*.yaml")})
 
 
+def list_tasks() -> list[str]:
+    """Names accepted by :func:`~unilab_gpu.envs.make_env.make_env`: the files of ``configs/task/``
+    and of the ``configs/task/`` of the ``UNILAB_PATH`` folders (no heavy import). Task bases
+    (``configs/task/base/``) are not tasks: they need a robot."""
+    return group_choices("task")
+
+
 def robot_asset(robot: str, file: str = "scene.xml") -> Path:
     """Path of a robot's MJCF file, e.g. ``robot_asset("g1")`` -> ``assets/robots/g1/scene.xml``;
     the project's robots first, then those of the ``UNILAB_PATH`` folders."""

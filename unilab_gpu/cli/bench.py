@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from unilab_gpu.envs.make_env import list_tasks
+from unilab_gpu.paths import list_tasks
 from unilab_gpu.profiling.env_bench import bench_env
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.distributed import DataParallel, launch_from_env, rank_device

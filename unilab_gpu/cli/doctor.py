@@ -34,7 +34,7 @@ import torch
 
 from unilab_gpu.doctor.checks import KEY_TASK, check_data_parallel, fleet_checks, guarded, run_checks
 from unilab_gpu.doctor.report import DoctorReport, table
-from unilab_gpu.envs.make_env import list_tasks
+from unilab_gpu.paths import list_tasks
 from unilab_gpu.rl.distributed import DataParallel, launch_from_env, rank_device
 from unilab_gpu.sim.device import VERBOSE_ENV, resolve_device
 from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE

@@ -33,11 +33,12 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from unilab_gpu.paths import CONFIGS_DIR
-from unilab_gpu.rl.checkpoint import CheckpointError, NonFiniteStateError, RunFolderError, resume_command
+from unilab_gpu.rl.checkpoint import CheckpointError, NonFiniteStateError
 from unilab_gpu.rl.distributed import PEER_FAILURE_EXIT_CODE, DataParallel, FleetError, launch_from_env
 from unilab_gpu.rl.trainer import Trainer
 from unilab_gpu.training.config import ConfigError, compose_train_config, resolve_auto, resume_config
 from unilab_gpu.training.run import NothingToDo, Run, SaveError, build_run
+from unilab_gpu.training.run_folder import RunFolderError, resume_command
 from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE, stop_on_signals
 from unilab_gpu.viewer.checks import check_port_free, check_viewer_extra
 

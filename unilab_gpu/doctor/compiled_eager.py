@@ -32,7 +32,8 @@ from pathlib import Path
 import torch
 
 from unilab_gpu.doctor.checks import Check, compare_rollouts, guarded, rollout
-from unilab_gpu.envs.make_env import list_tasks, make_env
+from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.paths import list_tasks
 from unilab_gpu.sim.device import resolve_device
 from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
 from unilab_gpu.utils.files import write_json_atomic

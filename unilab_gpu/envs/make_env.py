@@ -16,12 +16,11 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from unilab_gpu import list_tasks
 from unilab_gpu.envs.env_cfg import EnvCfg, check_env_cfg, typed_terms
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.envs.robot_check import check_robot
 from unilab_gpu.envs.robot_model import robot_edit
-from unilab_gpu.paths import config_roots, group_choices, robot_config_file
+from unilab_gpu.paths import config_roots, group_choices, list_tasks, robot_config_file
 from unilab_gpu.sim.simulator import model_path
 from unilab_gpu.utils.overrides import override_syntax_problem
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from unilab_gpu.rl.checkpoint import write_atomic
+from unilab_gpu.utils.files import write_atomic
 
 INPUT_NAME, OUTPUT_NAME = "obs", "actions"
 POLICY_FILE = "policy.onnx"

@@ -2,7 +2,9 @@
 
 Terms are called with the env, ``f(env, **params)``; this Protocol declares which of the env's
 attributes they may use, so a term written against it works with any env that satisfies it,
-and the managers need not know the env class (``managers/`` never imports ``envs/``).
+and the managers need not know the env class (``managers/`` never imports ``envs/``). The parts of
+the managers and of the terrain that terms use are Protocols here too, so this module names no
+manager and no terrain module: they import it, never the other way.
 ``ManagerBasedRlEnv`` satisfies it (tested). Everything listed is built before the first
 term, except where noted; every tensor is a persistent buffer (write it in place, never
 rebind it: the step is captured as a CUDA graph).
@@ -11,18 +13,15 @@ rebind it: the step is captured as a CUDA graph).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
 if TYPE_CHECKING:
-    from unilab_gpu.managers.action_manager import ActionManager
-    from unilab_gpu.managers.command_manager import CommandManager
     from unilab_gpu.managers.reset_staging import ResetStaging
-    from unilab_gpu.managers.reward_manager import RewardManager
+    from unilab_gpu.managers.term_cfg import RewardTermCfg
     from unilab_gpu.sim.robot import Robot
     from unilab_gpu.sim.simulator import Simulator
-    from unilab_gpu.terrain.terrain import Terrain
 
 
 class StatsRegistry(Protocol):
@@ -39,6 +38,47 @@ class StatsRegistry(Protocol):
     def add_row_groups(self, prefix: str, names: Sequence[str], row_group: torch.Tensor) -> None:
         """Also total ended episodes per group (``row_group (num_envs,)`` int64 names each row's
         group): reported as ``<prefix>/<name>/episodes``, ``episode_length``, ``failure_rate``."""
+        ...
+
+
+class ActionHistory(Protocol):
+    """The part of the action manager that terms read: the last two actions, ``(N, action_dim)``."""
+
+    last_action: torch.Tensor
+    prev_action: torch.Tensor
+
+
+class Commands(Protocol):
+    """The part of the command manager that terms use."""
+
+    def get(self, name: str) -> Any:
+        """The command term ``name`` (a class term: its state and methods)."""
+        ...
+
+
+class RewardTerm(Protocol):
+    """A reward term as a curriculum sees it: its name and config (``cfg.weight``)."""
+
+    name: str
+    cfg: RewardTermCfg
+
+
+class Rewards(Protocol):
+    """The part of the reward manager that terms use: its terms and their weights, which a curriculum
+    may rescale in place."""
+
+    terms: Sequence[RewardTerm]
+    weights: torch.Tensor
+
+
+class Ground(Protocol):
+    """The part of a generated terrain (``terrain.terrain.Terrain``) that terms read."""
+
+    level: torch.Tensor
+    env_origin: torch.Tensor
+
+    def heights_at(self, xy: torch.Tensor) -> torch.Tensor:
+        """The ground height under each point of ``xy (..., 2)``, shape ``(...)``."""
         ...
 
 
@@ -77,8 +117,8 @@ class EnvView(Protocol):
         ``qpos (K, nq)``, ``qvel (K, nv)``, ``episode_failed (K,)``); reset events edit it.
       robot / sim.state views: interval events may change the state (e.g. push the root).
       sim.model_fields: events randomize the rows they are given.
-      reward_manager: ``weights (num_reward_terms,)``, which a curriculum may rescale (built
-        before the event terms).
+      reward_manager: ``weights (num_reward_terms,)``, which a curriculum may rescale, and the
+        ``terms`` they weight (each one's ``name`` and ``cfg``; built before the event terms).
       stats: publish device scalars (``register``, ``add_step_mean``, ``add_row_groups``) at
         construction.
     """
@@ -90,11 +130,11 @@ class EnvView(Protocol):
     episode_length: torch.Tensor
     sim: Simulator
     robot: Robot
-    action_manager: ActionManager
-    command_manager: CommandManager
-    reward_manager: RewardManager
+    action_manager: ActionHistory
+    command_manager: Commands
+    reward_manager: Rewards
     reset_staging: ResetStaging
     stats: StatsRegistry
     state_valid: torch.Tensor
-    terrain: Terrain | None
+    terrain: Ground | None
     step_frozen: bool

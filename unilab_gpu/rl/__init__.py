@@ -25,10 +25,10 @@ Map (each algorithm reads top to bottom in its own file, over the shared update 
                       OffPolicyTrainer (act -> env.step -> replay -> updates, logging every K)
     evaluation        deterministic rollouts of a fixed policy, summarised per episode
     logger            TensorBoard + console progress
-    checkpoint        atomic checkpoints, run folders and their locks, resume checks
+    checkpoint        checkpoint files: written atomically, loaded checked, non-finite entries named
     distributed       data-parallel training under torchrun: gradient averaging, merged
                       statistics, fleet-wide logging and failure handling
     ppo               PPO through RSL-RL's OnPolicyRunner (PpoTrainer, PpoConfig; needs the rsl extra)
 
-A whole run (config, folder, resume, signals) is :mod:`unilab_gpu.training`.
+A whole run (config, folder and its lock, resume checks, signals) is :mod:`unilab_gpu.training`.
 """

@@ -17,6 +17,7 @@ import torch
 from unilab_gpu.managers.row_buffers import rows_with_dummy
 
 if TYPE_CHECKING:
+    from unilab_gpu.managers.env_view import Ground
     from unilab_gpu.managers.reset_staging import ResetStaging
     from unilab_gpu.terrain.curriculum import TerrainCurriculum
     from unilab_gpu.terrain.generator import TerrainGrid
@@ -142,7 +143,7 @@ class Terrain:
             self.level_fraction.fill_(1.0)
 
 
-def ground_height(terrain: Terrain | None, xy: torch.Tensor) -> torch.Tensor:
+def ground_height(terrain: Ground | None, xy: torch.Tensor) -> torch.Tensor:
     """Ground height under ``xy (..., 2)``: the terrain's, or 0 on the flat floor (no terrain)."""
     if terrain is None:
         return torch.zeros_like(xy[..., 0])

@@ -22,9 +22,10 @@ from omegaconf.errors import OmegaConfBaseException
 
 from unilab_gpu.evaluation.tracking import follows_motion
 from unilab_gpu.paths import CONFIGS_DIR
-from unilab_gpu.rl.checkpoint import CONFIG_NAME, load_run_config
 from unilab_gpu.rl.distributed import Launch, rank_device
 from unilab_gpu.sim.device import resolve_device
+from unilab_gpu.training.run_folder import load_run_config
+from unilab_gpu.utils.files import CONFIG_NAME
 from unilab_gpu.utils.overrides import override_syntax_problem
 
 

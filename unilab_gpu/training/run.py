@@ -4,7 +4,8 @@ Nothing is written before the config is valid. A run folder ``<run_root>/<task>/
 receives the resolved ``config.yaml``, TensorBoard event files and ``checkpoint.pt`` (and, for a task
 on a generated terrain, ``scene.xml``: the MuJoCo scene trained on, :func:`write_scene`); it is created
 only once env and agent are built and never reused by another run, and a resume is checked against
-its checkpoint before anything is written (:mod:`unilab_gpu.rl.checkpoint`).
+its checkpoint before anything is written (:mod:`unilab_gpu.training.run_folder`,
+:mod:`unilab_gpu.training.resume_check`).
 """
 
 from __future__ import annotations
@@ -24,23 +25,12 @@ from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.rl.agents import algo_config, make_agent
 from unilab_gpu.rl.checkpoint import (
-    CHECKPOINT_NAME,
-    CONFIG_NAME,
     CheckpointError,
     NonFiniteStateError,
-    RunFolderError,
-    RunLock,
-    built_mismatches,
-    create_run_folder,
     describe_entries,
     load_checkpoint,
     non_finite_entries,
-    open_run_folder,
-    raise_on_mismatches,
-    recorded_mismatches,
-    resume_command,
     save_checkpoint,
-    write_atomic,
 )
 from unilab_gpu.rl.distributed import DataParallel
 from unilab_gpu.rl.logger import Progress, TrainLogger
@@ -49,8 +39,10 @@ from unilab_gpu.rl.trainer import OffPolicyTrainer, Trainer, TrainerSettings
 from unilab_gpu.sim.simulator import scene_xml
 from unilab_gpu.training.config import ConfigError
 from unilab_gpu.training.evaluation import PeriodicEvaluation
+from unilab_gpu.training.resume_check import built_mismatches, raise_on_mismatches, recorded_mismatches
+from unilab_gpu.training.run_folder import RunFolderError, RunLock, create_run_folder, open_run_folder, resume_command
 from unilab_gpu.training.signals import stop_signals_deferred
-from unilab_gpu.utils.files import SCENE_NAME, unwritable
+from unilab_gpu.utils.files import CHECKPOINT_NAME, CONFIG_NAME, SCENE_NAME, unwritable, write_atomic
 
 
 class NothingToDo(Exception):
