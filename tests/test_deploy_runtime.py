@@ -557,6 +557,20 @@ def test_a_policy_without_velocity_or_motion_command_is_named_so(tmp_path, capsy
     assert "reads neither a velocity nor a motion command" in line and "velocity policy" not in line
 
 
+def test_a_policy_whose_metadata_names_no_robot_runs_only_on_the_model_given(cases, tmp_path, capsys) -> None:
+    """No robot is guessed for a file without ``robot_model``: one line names the field and ``--model``."""
+    no_robot = _with_metadata(
+        cases["g1_velocity_play"].path,
+        tmp_path / "no_robot.onnx",
+        lambda meta: {key: value for key, value in meta.items() if key != "robot_model"},
+    )
+    args = [str(no_robot), "--command", "0.5,0,0", "--seconds", "0.04"]
+    assert sim2sim_main(args) == 2
+    line = _one_line_error(capsys)
+    assert "names no robot model (field 'robot_model'" in line and "--model FILE" in line, line
+    assert sim2sim_main([*args, "--model", str(robot_asset("g1"))]) == 0
+
+
 def test_seconds_shorter_than_a_control_step_run_nothing(cases, tmp_path, capsys) -> None:
     out = tmp_path / "report.json"
     args = [str(cases["g1_velocity_play"].path), "--command", "0.5,0,0", "--out", str(out)]
