@@ -28,7 +28,7 @@ import imageio.v3 as iio
 
 from unilab_gpu.cli.play import play
 from unilab_gpu.deploy import PolicyFile
-from unilab_gpu.export.sim2sim import sim2sim
+from unilab_gpu.export.sim2sim import Scenario, sim2sim
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.utils.files import check_output, portable_paths, write_atomic, write_json_atomic
 
@@ -84,13 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     commands = [[float(v) for v in c.split(",")] for c in args.commands] or [None]
     cases = []
     for command in commands:
-        report = sim2sim(args.policy, command, args.motion, args.seconds)
+        report = sim2sim(Scenario(args.policy, command, args.motion, args.seconds))
         env = training_env(args.policy, meta, report["seconds"], command, args.motion)
         cases.append({"command": command, "sim2sim": report, "training_env": env})
     if args.frame is not None:
         with tempfile.TemporaryDirectory() as folder:
             video = Path(folder) / "run.mp4"
-            sim2sim(args.policy, commands[0], args.motion, args.frame_seconds, video)
+            sim2sim(Scenario(args.policy, commands[0], args.motion, args.frame_seconds), video)
             last = None
             for last in iio.imiter(video):  # noqa: B007 (the last frame is kept)
                 pass

@@ -39,14 +39,8 @@ from unilab_gpu.export.export_run import export_agent  # noqa: E402
 from unilab_gpu.export.metadata import deployment_metadata  # noqa: E402
 from unilab_gpu.export.onnx_policy import write_onnx  # noqa: E402
 from unilab_gpu.export.policy import deterministic_policy  # noqa: E402
-from unilab_gpu.export.sim2sim import (  # noqa: E402
-    FallRule,
-    Sim2Sim,
-    divergence_warnings,
-    load_reference,
-    sim2sim,
-    solver_unconverged,
-)
+from unilab_gpu.export.sim2sim import FallRule, Scenario, Sim2Sim, load_reference, sim2sim  # noqa: E402
+from unilab_gpu.export.sim2sim.run import divergence_warnings, solver_unconverged  # noqa: E402
 from unilab_gpu.paths import robot_asset  # noqa: E402
 from unilab_gpu.rl.sac import SacAgent, SacConfig  # noqa: E402
 
@@ -349,7 +343,7 @@ def test_cli_video_has_a_frame_per_control_step(cases, tmp_path) -> None:
     iio = pytest.importorskip("imageio.v3")
     video = tmp_path / "run.mp4"
     try:
-        sim2sim(cases["g1_tracking_play"].path, seconds=0.2, video=video)
+        sim2sim(Scenario(cases["g1_tracking_play"].path, seconds=0.2), video=video)
     except Exception as error:  # no GL library: skipped here, a failure in CI (as tests/test_video.py)
         if os.environ.get("CI"):
             raise
@@ -415,7 +409,7 @@ def test_the_committed_velocity_policy_walks_in_mujoco_c() -> None:
     """docs/policies/g1_velocity_sac.onnx (an hour of SAC on a CPU core) through the runtime alone: 3 s at
     0.5 m/s in MuJoCo C without a fall, at the planar error it has in its training env (0.10 m/s)."""
     policy = Path(__file__).resolve().parents[1] / "docs" / "policies" / "g1_velocity_sac.onnx"
-    report = sim2sim(policy, [0.5, 0.0, 0.0], seconds=3.0)
+    report = sim2sim(Scenario(policy, [0.5, 0.0, 0.0], seconds=3.0))
     summary = report["summary"]
     assert summary["falls"] == 0 and summary["lin_vel_error_mps"] < 0.2, summary
     assert summary["torque_limit_excess_nm"] == 0.0 and summary["joint_limit_excess_rad"] < 0.01
@@ -563,6 +557,20 @@ def test_a_policy_without_velocity_or_motion_command_is_named_so(tmp_path, capsy
     assert "reads neither a velocity nor a motion command" in line and "velocity policy" not in line
 
 
+def test_a_policy_whose_metadata_names_no_robot_runs_only_on_the_model_given(cases, tmp_path, capsys) -> None:
+    """No robot is guessed for a file without ``robot_model``: one line names the field and ``--model``."""
+    no_robot = _with_metadata(
+        cases["g1_velocity_play"].path,
+        tmp_path / "no_robot.onnx",
+        lambda meta: {key: value for key, value in meta.items() if key != "robot_model"},
+    )
+    args = [str(no_robot), "--command", "0.5,0,0", "--seconds", "0.04"]
+    assert sim2sim_main(args) == 2
+    line = _one_line_error(capsys)
+    assert "names no robot model (field 'robot_model'" in line and "--model FILE" in line, line
+    assert sim2sim_main([*args, "--model", str(robot_asset("g1"))]) == 0
+
+
 def test_seconds_shorter_than_a_control_step_run_nothing(cases, tmp_path, capsys) -> None:
     out = tmp_path / "report.json"
     args = [str(cases["g1_velocity_play"].path), "--command", "0.5,0,0", "--out", str(out)]
@@ -606,7 +614,7 @@ def test_ctrl_c_reports_the_steps_taken(cases, tmp_path, capsys, monkeypatch) ->
     assert report["interrupted"] is True and report["seconds"] == 0.6
     assert [row["second"] for row in report["per_second"]] == [0]  # 30 steps of the first second
     # The partial second's means are over the 30 steps taken (the step after them never ran).
-    full = sim2sim(cases["g1_velocity_play"].path, [0.5, 0.0, 0.0], seconds=0.6, announce=lambda line: None)
+    full = sim2sim(Scenario(cases["g1_velocity_play"].path, [0.5, 0.0, 0.0], seconds=0.6), announce=lambda line: None)
     assert report["per_second"] == full["per_second"] and report["summary"] == full["summary"]
 
 
@@ -830,7 +838,7 @@ def test_sim2sim_reports_the_physics_it_ran_and_warns_of_an_unconverged_solver(c
 
     starved = _with_metadata(case.path, tmp_path / "starved.onnx", starve)
     lines: list[str] = []
-    report = sim2sim(starved, [0.5, 0.0, 0.0], seconds=0.2, announce=lines.append)
+    report = sim2sim(Scenario(starved, [0.5, 0.0, 0.0], seconds=0.2), announce=lines.append)
     assert report["physics"] == {**case.policy.metadata["physics"], "iterations": 1, "ls_iterations": 1}
     assert case.policy.metadata["physics"]["iterations"] == 10  # the G1 scene's own
     fraction = report["summary"]["solver_unconverged_fraction"]
@@ -838,7 +846,7 @@ def test_sim2sim_reports_the_physics_it_ran_and_warns_of_an_unconverged_solver(c
     (warning,) = report["warnings"]
     assert warning.startswith("MuJoCo's constraint solver stopped at its iteration cap (1) without converging in ")
     assert f"of {10 * 4} physics steps" in warning and f"unilab-sim2sim: warning: {warning}" in lines
-    plain = sim2sim(case.path, [0.5, 0.0, 0.0], seconds=0.2, announce=lambda line: None)
+    plain = sim2sim(Scenario(case.path, [0.5, 0.0, 0.0], seconds=0.2), announce=lambda line: None)
     assert plain["warnings"] == [] and plain["summary"]["solver_unconverged_fraction"] == 0.0
 
 

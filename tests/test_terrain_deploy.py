@@ -36,7 +36,8 @@ from unilab_gpu.deploy.terms import build_reader  # noqa: E402
 from unilab_gpu.envs.make_env import make_env  # noqa: E402
 from unilab_gpu.export.export_run import export_agent  # noqa: E402
 from unilab_gpu.export.metadata import deployment_metadata  # noqa: E402
-from unilab_gpu.export.sim2sim import FallRule, Sim2Sim, scene_model, sim2sim  # noqa: E402
+from unilab_gpu.export.sim2sim import FallRule, Scenario, Sim2Sim, sim2sim  # noqa: E402
+from unilab_gpu.export.sim2sim.scenario import scene_model  # noqa: E402
 from unilab_gpu.paths import robot_asset  # noqa: E402
 from unilab_gpu.rl.sac import SacAgent, SacConfig  # noqa: E402
 from unilab_gpu.terrain.generator import generate_terrain  # noqa: E402
@@ -330,7 +331,7 @@ def test_sim2sim_starts_on_the_chosen_sub_terrain_and_reports_it(rough, tmp_path
     assert report["seconds"] == 1.0 and report["falls_are"].startswith("root below 0.15 m above the ground")
     # Defaults: the top level, column 0; a column by number.
     for options, (level, column) in (({}, (1, 0)), ({"terrain_column": 1}, (1, 1))):
-        report = sim2sim(rough.path, [0.3, 0.0, 0.0], seconds=0.1, announce=lambda line: None, **options)
+        report = sim2sim(Scenario(rough.path, [0.3, 0.0, 0.0], seconds=0.1, **options), announce=lambda line: None)
         assert (report["terrain"]["level"], report["terrain"]["column"]) == (level, column)
         np.testing.assert_array_equal(starts[-1], keyframe + rough.grid.origins[level, column])
         assert report["terrain"]["sub_terrain"] == COLUMNS[column]
@@ -354,7 +355,7 @@ def test_a_terrain_file_replaces_the_ground_for_the_run(rough, tmp_path, starts)
     path = tmp_path / "eval_terrain.yaml"
     path.write_text("# an evaluation terrain\nterrain: " + json.dumps(slope) + "\nother: ignored\n")
     lines: list[str] = []
-    report = sim2sim(rough.path, [0.3, 0.0, 0.0], seconds=0.2, terrain=path, announce=lines.append)
+    report = sim2sim(Scenario(rough.path, [0.3, 0.0, 0.0], seconds=0.2, terrain=path), announce=lines.append)
     grid = generate_terrain(slope)
     assert heights_sha256(grid.heights) != rough.policy.metadata["terrain_sha256"]  # another ground: no sha check
     terrain = report["terrain"]
@@ -421,18 +422,18 @@ def test_terrain_options_on_a_flat_ground_policy_are_refused(tmp_path, capsys) -
 
 def test_a_column_and_a_sub_terrain_together_and_a_changed_ground_are_refused(rough, tmp_path) -> None:
     with pytest.raises(DeploymentError, match="--terrain-column and --sub-terrain: give one of the two"):
-        sim2sim(rough.path, [0.3, 0.0, 0.0], seconds=0.1, terrain_column=0, sub_terrain="rough")
+        sim2sim(Scenario(rough.path, [0.3, 0.0, 0.0], seconds=0.1, terrain_column=0, sub_terrain="rough"))
     # The metadata's config no longer builds the heights the policy trained on (another seed).
     changed = _with_metadata(
         rough.path, tmp_path / "changed.onnx", lambda m: {**m, "terrain": {**m["terrain"], "seed": 7}}
     )
     with pytest.raises(DeploymentError, match="metadata 'terrain_sha256': the terrain rebuilt from the metadata") as e:
-        sim2sim(changed, [0.3, 0.0, 0.0], seconds=0.1)
+        sim2sim(Scenario(changed, [0.3, 0.0, 0.0], seconds=0.1))
     assert "give the ground with --terrain FILE" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_a_terrain_config_file_reads_as_the_same_mapping_as_a_task_section(tmp_path) -> None:
-    from unilab_gpu.export.sim2sim import read_terrain_file
+    from unilab_gpu.export.sim2sim.terrain import read_terrain_file
 
     group_file = Path(__file__).resolve().parents[1] / "configs" / "terrain" / "slopes_stairs_eval.yaml"
     bare = read_terrain_file(group_file)
@@ -444,7 +445,7 @@ def test_a_terrain_config_file_reads_as_the_same_mapping_as_a_task_section(tmp_p
 
 
 def test_a_terrain_file_of_nested_aliases_is_refused_at_once(tmp_path) -> None:
-    from unilab_gpu.export.sim2sim import read_terrain_file
+    from unilab_gpu.export.sim2sim.terrain import read_terrain_file
 
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text(ALIAS_BOMB)

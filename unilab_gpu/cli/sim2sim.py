@@ -6,25 +6,26 @@ Usage::
                    [--video OUT.mp4] [--out report.json] [--model MJCF] [--force]
                    [--terrain NAME|FILE.yaml] [--terrain-level L] [--terrain-column C | --sub-terrain NAME]
 
-The run itself is :func:`unilab_gpu.export.sim2sim.sim2sim` (this module parses and prints). The
-policy runs through the robot-side runtime (:mod:`unilab_gpu.deploy`: observation, action
-map, PD targets and rates from the file's metadata) on the project's MJCF of the robot it names
-(``--model`` for another), stepped by MuJoCo C instead of the MJWarp it was trained on. A velocity
-policy starts at the model's keyframe and follows ``--command``; a tracking policy starts at the
-reference's first frame and follows ``--motion`` (any format ``unilab-motion`` reads; default: the
-clip the metadata names, looked for beside the policy file and in the current folder, or its
-synthetic clip). Reported per second and in all: falls (the failure terminations of the policy's
-task config that have a runtime twin, thresholds read from it: velocity policies the root too low
-or a body tilted too far, ``root_height_below`` and ``body_tilt_above``; tracking policies the
-anchor too far above or below the reference's or tilted differently, ``anchor_height_error_above`` and
-``anchor_orientation_error_above``; the robot is then put back at its start, or at the reference's
-current frame, and goes on), the velocity
-errors as the velocity task defines them (``||c_xy - v_xy||``, ``|c_z - omega_z|``, root frame)
-or the tracked bodies' position errors (world frame, and against the reference re-anchored at
-the robot's anchor as the tracking task scores them), the largest joint-limit excursion and the
-largest PD torque beyond a joint's force limit. ``--out`` writes the report as JSON (atomically).
-A long run prints its progress every ``PROGRESS_SECONDS``; Ctrl-C ends it and reports (and
-writes) the control steps taken, exit status 130.
+The run itself is :func:`unilab_gpu.export.sim2sim.sim2sim` of a
+:class:`~unilab_gpu.export.sim2sim.Scenario` (this module parses and prints). The policy runs
+through the robot-side runtime (:mod:`unilab_gpu.deploy`: observation, action map, PD targets and
+rates from the file's metadata) on the project's MJCF of the robot it names (``--model`` for
+another, or where the metadata names none), stepped by MuJoCo C instead of the MJWarp it was
+trained on. A velocity policy starts at the model's keyframe and follows ``--command``; a tracking
+policy starts at the reference's first frame and follows ``--motion`` (any format ``unilab-motion``
+reads; default: the clip the metadata names, looked for beside the policy file and in the current
+folder, or its synthetic clip). Reported per second and in all: falls (the failure terminations of
+the policy's task config that have a runtime twin, thresholds read from it: velocity policies the
+root too low or a body tilted too far, ``root_height_below`` and ``body_tilt_above``; tracking
+policies the anchor too far above or below the reference's or tilted differently,
+``anchor_height_error_above`` and ``anchor_orientation_error_above``; the robot is then put back at
+its start, or at the reference's current frame, and goes on), the velocity errors as the velocity
+task defines them (``||c_xy - v_xy||``, ``|c_z - omega_z|``, root frame) or the tracked bodies'
+position errors (world frame, and against the reference re-anchored at the robot's anchor as the
+tracking task scores them), the largest joint-limit excursion and the largest PD torque beyond a
+joint's force limit. ``--out`` writes the report as JSON (atomically). A long run prints its
+progress every ``PROGRESS_SECONDS``; Ctrl-C ends it and reports (and writes) the control steps
+taken, exit status 130.
 
 A policy of a task on a generated terrain (docs/terrain.md) runs on the ground it trained on,
 rebuilt from its metadata and checked against its sha256; a velocity policy starts on the
@@ -46,10 +47,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from unilab_gpu.export.sim2sim import sim2sim
+from unilab_gpu.export.sim2sim import Scenario, sim2sim
+from unilab_gpu.export.sim2sim.report import write_report
 from unilab_gpu.paths import terrain_file
 from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
-from unilab_gpu.utils.files import check_output, portable_paths, write_json_atomic
+from unilab_gpu.utils.files import check_output
 
 PROGRESS_SECONDS = 10.0
 """Wall-clock seconds between progress lines of a run."""
@@ -122,19 +124,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         for option, path, example in (("--out", args.out, "report.json"), ("--video", args.video, "sim2sim.mp4")):
             if path is not None:
                 check_output(path, option, force=args.force, inputs=_inputs(args), example=example)
-        report = sim2sim(
+        scenario = Scenario(
             args.policy,
-            args.command,
-            args.motion,
-            args.seconds,
-            args.video,
-            args.model,
-            on_step=_Progress(),
+            command=args.command,
+            motion=args.motion,
+            seconds=args.seconds,
+            model_path=args.model,
             terrain=args.terrain,
             terrain_level=args.terrain_level,
             terrain_column=args.terrain_column,
             sub_terrain=args.sub_terrain,
         )
+        report = sim2sim(scenario, args.video, on_step=_Progress())
     except (ValueError, KeyError, FileNotFoundError) as error:  # DeploymentError and MotionFormatError are ValueErrors
         print(f"unilab-sim2sim: error: {error}", file=sys.stderr)
         return 2
@@ -148,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if report["interrupted"]:
         print(f"unilab-sim2sim: interrupted; the report covers the {report['seconds']:g} s simulated before it")
     if args.out is not None:
-        write_json_atomic(args.out, portable_paths(report))  # a committed report names no path of this machine
+        write_report(args.out, report)
         print(f"report: {args.out}")
     if args.video is not None:
         print(f"video: {args.video}")

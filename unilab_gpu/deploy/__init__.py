@@ -18,7 +18,7 @@ Map:
     terminations  numpy twins of the failure terminations (falls), by the env term's path
     registry      the user's twins: modules listed in UNILAB_DEPLOY_MODULES
 
-``unilab-sim2sim`` (``unilab_gpu/export/sim2sim.py``) runs a policy with it in MuJoCo C (docs/deploy.md).
+``unilab-sim2sim`` (``unilab_gpu/export/sim2sim/``) runs a policy with it in MuJoCo C (docs/deploy.md).
 """
 
 from .controller import Controller

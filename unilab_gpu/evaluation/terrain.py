@@ -102,7 +102,7 @@ def terrain_choice(terrain: str | Path) -> Iterator[str]:
     """The terrain config choice (``terrain=<choice>``) for ``terrain``, a name or a YAML file, as
     ``unilab-sim2sim --terrain`` takes them.
 
-    Either is read first within bounds (:func:`~unilab_gpu.export.sim2sim.read_terrain_file`):
+    Either is read first within bounds (:func:`~unilab_gpu.export.sim2sim.terrain.read_terrain_file`):
     Hydra's own reader would follow a hostile file's YAML aliases without end. A file's terrain
     mapping is written as ``configs/terrain/<FILE_CHOICE>.yaml`` of a temporary config folder on
     ``UNILAB_PATH`` for the block (Hydra composes config groups from folders only).
@@ -110,7 +110,7 @@ def terrain_choice(terrain: str | Path) -> Iterator[str]:
     Raises:
         DeploymentError: no such file or name, or a file that is not a terrain config; one line.
     """
-    from unilab_gpu.export.sim2sim import read_terrain_file  # the deployment side's reader
+    from unilab_gpu.export.sim2sim.terrain import read_terrain_file  # the deployment side's reader
 
     plain = read_terrain_file(terrain)
     if not Path(terrain).expanduser().is_file():

@@ -277,7 +277,7 @@ def evaluate_policy(
         NotATrackingPolicy: the policy's task follows no motion.
         FileNotFoundError, ValueError: a motion file is missing or unreadable.
     """
-    from unilab_gpu.export.sim2sim import find_motion  # the deployment side's search, for ONNX files
+    from unilab_gpu.export.sim2sim.scenario import find_motion  # the deployment side's search, for ONNX files
 
     check_tracking_task(trained.task, trained.env_overrides, str(trained.path))
     if motion:

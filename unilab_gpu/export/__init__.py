@@ -6,5 +6,5 @@ Map:
     metadata    deployment_metadata(env, ...): joints, defaults, action map, PD gains, dt, obs layout
     onnx_policy export_onnx, read_metadata, OnnxPolicy (onnxruntime rollout)
     export_run  export_agent, export_checkpoint: a run's policy to a file
-    sim2sim     Sim2Sim, FallRule, sim2sim(): an exported file run in MuJoCo C (unilab-sim2sim)
+    sim2sim     Scenario, sim2sim(): an exported file run in MuJoCo C (unilab-sim2sim); scenario, run, report
 """
