@@ -192,6 +192,8 @@ class StepPhases:
         self.observation_manager.compute(self, reset_mask, after_final)
 
     def _reset_all_rows(self) -> None:
+        """``reset``'s cold path: every row through the step's reset phases, ``reset_capacity`` rows
+        at a time, then a full refresh and the first observations of all rows."""
         n, k = self.num_envs, self.reset_capacity
         for start in range(0, n, k):
             ids = torch.arange(start, start + k, device=self.device).clamp_(max=n)  # pad with n
