@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from unilab_gpu.envs.make_env import make_env
-from unilab_gpu.envs.manager_based_rl_env import CaptureReplayError
 from unilab_gpu.envs.snapshot import env_tensors
+from unilab_gpu.envs.step_capture import CaptureReplayError
 
 TASKS = {
     "pendulum": ["episode_length_s=0.3"],

@@ -8,6 +8,7 @@ its term dataclass and names the key path of any unknown key or wrong type.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,11 @@ from unilab_gpu.managers.term_cfg import (
     canonical_func,
 )
 from unilab_gpu.terrain.generator import TerrainCfg
+from unilab_gpu.utils.checks import check_range, is_number, require
+
+# The shared number checks, worded for this config (``env config: '<key>' must be ...``).
+_require = functools.partial(require, config="env config")
+_check_range = functools.partial(check_range, config="env config")
 
 
 @dataclass
@@ -263,23 +269,23 @@ def check_env_cfg(cfg: EnvCfg, num_envs: int) -> None:
     _require(cfg.decimation >= 1, "decimation", ">= 1", cfg.decimation)
     if cfg.control_dt is not None:
         _require(
-            _finite(cfg.control_dt) and cfg.control_dt > 0, "control_dt", "a finite number > 0 (s)", cfg.control_dt
+            is_number(cfg.control_dt) and cfg.control_dt > 0, "control_dt", "a finite number > 0 (s)", cfg.control_dt
         )
     if cfg.robot is not None:
         _check_physics(cfg.robot.physics)
     _require(
-        _finite(cfg.episode_length_s) and cfg.episode_length_s > 0, "episode_length_s", "> 0", cfg.episode_length_s
+        is_number(cfg.episode_length_s) and cfg.episode_length_s > 0, "episode_length_s", "> 0", cfg.episode_length_s
     )
     _require(cfg.reset_capacity >= 0, "reset_capacity", ">= 0 (0: automatic)", cfg.reset_capacity)
     for key in ("max_qpos", "max_qvel"):
         value = getattr(cfg.divergence, key)
-        _require(_finite(value) and value > 0, f"divergence.{key}", "a finite number > 0", value)
+        _require(is_number(value) and value > 0, f"divergence.{key}", "a finite number > 0", value)
     if cfg.actions.clip is not None:
         _check_range("actions.clip", cfg.actions.clip, strict=True)
     _check_params("actions.params", cfg.actions.params)
     for name, term in cfg.rewards.items():
         if term is not None:
-            _require(_finite(term.weight), f"rewards.{name}.weight", "a finite number", term.weight)
+            _require(is_number(term.weight), f"rewards.{name}.weight", "a finite number", term.weight)
     for table in ("rewards", "terminations", "commands", "events"):
         for name, term in getattr(cfg, table).items():
             if term is not None:
@@ -290,7 +296,7 @@ def check_env_cfg(cfg: EnvCfg, num_envs: int) -> None:
                 continue
             where = f"observations.{name}.terms.{term_name}"
             _require(term.history >= 1, f"{where}.history", ">= 1", term.history)
-            _require(_finite(term.scale), f"{where}.scale", "a finite number", term.scale)
+            _require(is_number(term.scale), f"{where}.scale", "a finite number", term.scale)
             if term.clip is not None:
                 _check_range(f"{where}.clip", term.clip, strict=True)
             if term.noise is not None:
@@ -312,7 +318,9 @@ def _check_physics(physics: PhysicsCfg) -> None:
     for key in ("timestep", "impratio"):
         value = getattr(physics, key)
         if value is not None:
-            _require(_finite(value) and value > 0, f"{where}.{key}", "a finite number > 0 (or null: the MJCF's)", value)
+            _require(
+                is_number(value) and value > 0, f"{where}.{key}", "a finite number > 0 (or null: the MJCF's)", value
+            )
     for key in ("iterations", "ls_iterations"):
         value = getattr(physics, key)
         if value is not None:
@@ -349,7 +357,7 @@ def _check_noise(where: str, noise: NoiseCfg) -> None:
     if noise.kind == "uniform":
         _check_range(where, [noise.low, noise.high], strict=False)
     else:
-        _require(_finite(noise.std) and noise.std >= 0, f"{where}.std", "a finite number >= 0", noise.std)
+        _require(is_number(noise.std) and noise.std >= 0, f"{where}.std", "a finite number >= 0", noise.std)
 
 
 def _check_params(where: str, params: Any) -> None:
@@ -360,7 +368,7 @@ def _check_params(where: str, params: Any) -> None:
         for key, value in params.items():
             path = f"{where}.{key}"
             if _is_width(str(key)) and not isinstance(value, (list, tuple, dict)):
-                _require(_finite(value) and value > 0, path, "a finite number > 0", value)
+                _require(is_number(value) and value > 0, path, "a finite number > 0", value)
             elif str(key).endswith("_range") and isinstance(value, (list, tuple)):
                 pairs = value if value and all(isinstance(v, (list, tuple)) for v in value) else [value]
                 for i, pair in enumerate(pairs):
@@ -371,22 +379,7 @@ def _check_params(where: str, params: Any) -> None:
         for i, value in enumerate(params):
             _check_params(f"{where}[{i}]", value)
     elif isinstance(params, float):
-        _require(_finite(params), where, "a finite number", params)
-
-
-def _check_range(where: str, value: Any, *, strict: bool) -> None:
-    ok = (
-        isinstance(value, (list, tuple))
-        and len(value) == 2
-        and all(_finite(v) for v in value)
-        and (value[0] < value[1] if strict else value[0] <= value[1])
-    )
-    _require(
-        ok,
-        where,
-        f"[low, high] of finite numbers with low {'<' if strict else '<='} high",
-        list(value) if isinstance(value, (list, tuple)) else value,
-    )
+        _require(is_number(params), where, "a finite number", params)
 
 
 def _is_width(key: str) -> bool:
@@ -395,17 +388,3 @@ def _is_width(key: str) -> bool:
 
 WARP_MAX_AXIS = 2**31
 """Warp array axes and ``wp.tid()`` extents are signed 32-bit."""
-
-FLOAT32_MAX = 3.4028234663852886e38
-"""Every number of a task config becomes a float32 tensor: a larger one would be inf there."""
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= FLOAT32_MAX
-
-
-def _require(ok: bool, key: str, expected: str, value: Any) -> None:
-    if not ok:
-        if isinstance(value, float) and abs(value) > FLOAT32_MAX and abs(value) != float("inf"):
-            expected += f" (it is stored as float32: |value| <= {FLOAT32_MAX:.4g})"
-        raise ValueError(f"env config: '{key}' must be {expected}, got {value!r}")

@@ -1,21 +1,22 @@
-"""The manager-based RL env: one sync-free, static-shape step, captured once on CUDA."""
+"""The manager-based RL env: one sync-free, static-shape step, captured once on CUDA.
+
+The env is built in the phases of ``CONSTRUCTION_PHASES``; the step's phase functions live in
+``envs.step_phases`` and its compile and capture in ``envs.step_capture``.
+"""
 
 from __future__ import annotations
 
 import math
-import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
 
-import mujoco
-import mujoco_warp as mjw
 import torch
 
 from unilab_gpu.envs.env_cfg import EnvCfg, check_control_rate, check_env_cfg
+from unilab_gpu.envs.env_scene import bind_terrain, model_edit
 from unilab_gpu.envs.episode_stats import EpisodeStats
 from unilab_gpu.envs.reset_rows import ResetRowCompactor
-from unilab_gpu.envs.robot_model import robot_edit
-from unilab_gpu.envs.snapshot import EnvSnapshot, env_tensors
+from unilab_gpu.envs.snapshot import env_tensors
+from unilab_gpu.envs.step_capture import StepCapture
+from unilab_gpu.envs.step_phases import StepPhases, StepResult
 from unilab_gpu.managers.action_manager import ActionManager
 from unilab_gpu.managers.command_manager import CommandManager
 from unilab_gpu.managers.event_manager import EventManager
@@ -26,52 +27,26 @@ from unilab_gpu.managers.row_buffers import rows_with_dummy
 from unilab_gpu.managers.term import Term
 from unilab_gpu.managers.term_table import term_table
 from unilab_gpu.managers.termination_manager import TerminationManager
-from unilab_gpu.sim.capture import CaptureUnsupportedError, CudaGraph, capture_unsupported_reason
 from unilab_gpu.sim.device import verbose_requested
 from unilab_gpu.sim.robot import Robot
-from unilab_gpu.sim.simulator import SOLVER_LIMITS, Simulator, load_mj_model
-from unilab_gpu.terrain.curriculum import TerrainCurriculum
-from unilab_gpu.terrain.generator import TerrainCfg, generate_terrain
-from unilab_gpu.terrain.scene import add_terrain
+from unilab_gpu.sim.simulator import Simulator, load_mj_model
+from unilab_gpu.terrain.generator import generate_terrain
 from unilab_gpu.terrain.terrain import Terrain
-from unilab_gpu.utils.compiling import maybe_compile
+
+CONSTRUCTION_PHASES = (
+    "_build_sim_and_scene",
+    "_allocate_row_state",
+    "_build_managers",
+    "_allocate_step_buffers",
+    "_prepare_compile_and_capture",
+)
+"""The methods ``ManagerBasedRlEnv.__init__`` calls, in order; each leaves what the next reads:
+the simulator, robot and timing; the per-row state the terms read (episode clock, reset rows and
+staging, terrain levels, validity, statistics); the managers; the step's buffers and result; the
+compiled regions and the capture decision."""
 
 
-class CaptureReplayError(RuntimeError):
-    """The captured step's first replay did not reproduce the eager step."""
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """What ``step`` returns. Every tensor is a persistent buffer, overwritten by the next step:
-    copy what you keep (the replay buffer does)."""
-
-    obs: dict[str, torch.Tensor]
-    """group -> ``(num_envs, dim)``, after this step's resets (new episodes' first observations)."""
-    reward: torch.Tensor
-    """``(num_envs,)`` float."""
-    terminated: torch.Tensor
-    """``(num_envs,)`` bool: the episode ended for good (no bootstrap)."""
-    truncated: torch.Tensor
-    """``(num_envs,)`` bool: the episode was cut (time-out); bootstrap from ``final_obs``."""
-    final_obs: dict[str, torch.Tensor]
-    """group -> ``(num_envs, dim)``, observations before this step's resets; valid for rows that
-    ended this step (and for all other rows equal to ``obs``)."""
-    valid: torch.Tensor
-    """``(num_envs,)`` bool: this step's transition of the row belongs to one episode. False for
-    rows whose episode ended in an earlier step but whose reset was deferred (more rows ended at
-    once than ``reset_capacity``): they keep simulating past their end until a later step resets
-    them, and that step's next observation is already the new episode's. Such transitions must
-    not be learned from (the replay skips them), their rewards and end flags are zero."""
-    stats: EpisodeStats
-    """Device-side accumulators over ended episodes."""
-
-
-SOLVER_ITERATIONS = int(mjw.OverflowType.ITERATIONS)
-SOLVER_LINE_SEARCH = int(mjw.OverflowType.LS_ITERATIONS)
-
-
-class ManagerBasedRlEnv:
+class ManagerBasedRlEnv(StepPhases, StepCapture):
     """``num_envs`` copies of a task: a simulator plus action, command, event, termination, reward
     and observation managers built from an ``EnvCfg``.
 
@@ -126,9 +101,27 @@ class ManagerBasedRlEnv:
         check_env_cfg(cfg, self.num_envs)
         capacity = cfg.reset_capacity or max(8, self.num_envs // 8)
         self.reset_capacity = min(capacity, self.num_envs)
+        self._build_sim_and_scene(device, deterministic=deterministic, verbose=verbose)
+        self._allocate_row_state()
+        self._build_managers()
+        self._allocate_step_buffers()
+        self._prepare_compile_and_capture(compile, capture)
+        self.event_manager.apply_startup(self)
+        self._state = "built"
+        """``"built"`` until the first :meth:`reset`, then ``"running"``; ``"closed"`` after :meth:`close`."""
+        if announce:
+            print(self.describe() if verbose_requested(verbose) else self.headline())
+
+    # ------------------------------------------------------------------------------------------
+    # Construction phases (``CONSTRUCTION_PHASES``), in order.
+
+    def _build_sim_and_scene(self, device: str | torch.device, *, deterministic: bool, verbose: bool | None) -> None:
+        """The terrain, the MuJoCo model with the robot's edits, the simulator, the robot and the
+        step's timing (``physics_dt``, ``step_dt``, ``max_episode_length``)."""
+        cfg = self.cfg
         self.terrain_grid = generate_terrain(cfg.terrain) if cfg.terrain is not None else None
         """The generated ground (``terrain.generator.TerrainGrid``), or None on the scene's flat floor."""
-        self.model_edit = self._model_edit()
+        self.model_edit = model_edit(cfg.robot, self.terrain_grid)
         """The edit of the MJCF's spec the env builds its model with: the robot config's physics
         options and MJCF edits (``envs.robot_model``), then the terrain."""
         mj_model = load_mj_model(cfg.sim.model, self.model_edit)
@@ -156,6 +149,10 @@ class ManagerBasedRlEnv:
             )
         self.max_episode_length = max(1, math.ceil(cfg.episode_length_s / self.step_dt))
 
+    def _allocate_row_state(self) -> None:
+        """The per-row state the managers' terms read: episode clock, reset rows and staging, the
+        terrain on the device (each row's level), state validity and episode statistics."""
+        cfg = self.cfg
         n, k = self.num_envs, self.reset_capacity
         self._length_storage, self.episode_length = rows_with_dummy(n, dtype=torch.int64, device=self.device)
         """Steps since each row's episode started, ``(num_envs,)`` int64."""
@@ -178,6 +175,11 @@ class ManagerBasedRlEnv:
         ``cfg.divergence``, ``(num_envs,)``; set before the commands update. The other rows are
         reset at the step's end, so what terms compute on them means nothing (``EnvView``)."""
         self.stats = EpisodeStats(self.device)
+
+    def _build_managers(self) -> None:
+        """The six managers, in the order their terms may read each other (``EnvView``), then the
+        terrain's statistics and curriculum (which read a command term)."""
+        cfg = self.cfg
         # Terms may read the managers built before theirs (``EnvView``): commands first (actions
         # may be residuals about a command's reference), the reward manager before the events
         # (a curriculum event rescales its weights).
@@ -188,8 +190,13 @@ class ManagerBasedRlEnv:
         self.event_manager = EventManager(cfg.events, self)
         self.observation_manager = ObservationManager(cfg.observations, self)
         if self.terrain is not None:
-            self._bind_terrain(cfg.terrain)
+            bind_terrain(self, cfg.terrain)
         self.stats.set_terms(self.reward_manager.term_names, self.termination_manager.term_names)
+
+    def _allocate_step_buffers(self) -> None:
+        """The step's own buffers, ``(num_envs, action_dim)`` actions (sized by the action manager)
+        and ``(num_envs,)`` row flags, and the result every ``step`` returns."""
+        n = self.num_envs
         self._action_in = torch.zeros(n, self.action_manager.action_dim, device=self.device)
         self._non_finite = torch.zeros(n, dtype=torch.bool, device=self.device)
         self._diverged = torch.zeros(n, dtype=torch.bool, device=self.device)
@@ -206,47 +213,6 @@ class ManagerBasedRlEnv:
             valid=self.transition_valid,
             stats=self.stats,
         )
-
-        self.compiled = compile
-        """Whether the manager phases run through ``torch.compile``."""
-
-        # The region options and boundaries below work around torch.compile: docs/architecture.md,
-        # "Compiler workarounds" (each, and the version it was seen on).
-        options = {"fallback_random": True, "reorder_for_locality": False}
-        if self.device.type == "cpu":
-            # Not a workaround, a cost: Python's wrapper around a region's kernels (a size check,
-            # an allocation and a release per buffer) costs more than the kernels at a few hundred
-            # rows; in C++ it is cheap. On CUDA the step is replayed as a graph, without wrappers.
-            options["cpp_wrapper"] = True
-
-        def wrap(fn: Callable) -> Callable:
-            return maybe_compile(fn, compile, options=options)
-
-        # Every region call costs a Python-level entry (guards, loading its inputs, the wrapper)
-        # that dwarfs its kernels at a few hundred rows and runs on cold caches after physics:
-        # the step has as few regions as the workarounds allow.
-        self._advance_apart = self.command_manager.advances
-        """Whether a command's ``advance`` runs in a region of its own after evaluate (with the
-        final observations); without one, evaluate ends with the final observations."""
-        self._apply_actions = wrap(self._apply_actions_eager)
-        self._evaluate = wrap(self._evaluate_eager)
-        self._advance_and_observe_final = wrap(self._advance_and_observe_final_eager)
-        self._stage_resets = wrap(self._stage_resets_eager)
-        self._finish_resets_and_observe = wrap(self._finish_resets_and_observe_eager)
-        self._observe = wrap(self._observe_eager)
-        self._graph: CudaGraph | None = None
-        self.capture_mode = capture
-        """``"auto"``, ``True`` or ``False``, as given."""
-        self.capture_skipped: str | None = None
-        """Why the step runs eagerly on this CUDA device (``None`` when it is captured or on CPU)."""
-        self._capture = capture is not False and self.device.type == "cuda"
-        if self._capture and (reason := capture_unsupported_reason(self.device)) is not None:
-            self._skip_capture(reason)
-        self.event_manager.apply_startup(self)
-        self._state = "built"
-        """``"built"`` until the first :meth:`reset`, then ``"running"``; ``"closed"`` after :meth:`close`."""
-        if announce:
-            print(self.describe() if verbose_requested(verbose) else self.headline())
 
     # ------------------------------------------------------------------------------------------
     # Public API.
@@ -404,268 +370,9 @@ class ManagerBasedRlEnv:
         simulator's arrays and every tensor of the managers, terms and statistics."""
         return env_tensors(self)
 
-    # ------------------------------------------------------------------------------------------
-    # The step. Only tensor ops and Warp launches on persistent buffers from here on.
-
-    def run_step_body(self, marker: Callable[[str], None] | None = None) -> None:
-        """Run one step on the actions already in the action buffer, without the CUDA graph.
-
-        For profilers: ``marker(phase)`` is called right after each phase of ``STEP_PHASES``
-        (it may record a CUDA event, also while this runs under a CUDA graph capture).
-        """
-        mark = marker or no_phase_mark
-        self._apply_actions()
-        mark("actions")
-        self.sim.step(self.cfg.decimation)
-        mark("physics")
-        self.sim.refresh()
-        mark("refresh")
-        self._evaluate()
-        if self._advance_apart:
-            self._advance_and_observe_final()
-        mark("evaluate")
-        self._stage_and_write_resets()
-        mark("reset")
-        self._finish_resets_and_observe(self._compactor.reset_mask, self.cfg.final_obs)
-        mark("observe")
-
-    def set_actions(self, actions: torch.Tensor) -> None:
-        """Copy ``actions`` (num_envs, action_dim) into the persistent action buffer.
-
-        The copy is detached: an action that requires grad must not link the env's persistent
-        buffers into its autograd graph (which would then grow with every step).
-        """
-        if not isinstance(actions, torch.Tensor):
-            kind = f"{type(actions).__module__}.{type(actions).__name__}"
-            raise TypeError(f"actions must be a torch.Tensor on {self.device}, got a {kind}")
-        if actions.shape != self._action_in.shape or actions.device != self.device:
-            raise ValueError(
-                f"actions must have shape {tuple(self._action_in.shape)} on {self.device}, "
-                f"got {tuple(actions.shape)} on {actions.device}"
-            )
-        self._action_in.copy_(actions.detach())
-
-    def _stage_and_write_resets(self) -> None:
-        staging = self.reset_staging
-        self._stage_resets()
-        self.sim.write_rows(staging.env_ids, staging.qpos, staging.qvel)
-        self.sim.refresh(staging.env_ids)
-
-    def _apply_actions_eager(self) -> None:
-        self.action_manager.process(self._action_in)
-        self.event_manager.apply_interval(self)
-
-    def _evaluate_eager(self) -> None:
-        self.episode_length.add_(1)
-        state = self.sim.state
-        self._non_finite.copy_(~(torch.isfinite(state.qpos).all(dim=1) & torch.isfinite(state.qvel).all(dim=1)))
-        # A finite blow-up (|qvel| = 1e4) would earn huge penalties every step and never end.
-        bounds = self.cfg.divergence
-        outside = (state.qpos.abs() > bounds.max_qpos).any(dim=1) | (state.qvel.abs() > bounds.max_qvel).any(dim=1)
-        self._diverged.copy_(outside & ~self._non_finite)
-        invalid = self._non_finite | self._diverged
-        self.state_valid.copy_(~invalid)  # before the commands: their step metrics skip these rows
-        flags = self.sim.overflow  # MJWarp's solver caps, counted here rather than printed per substep
-        self.stats.count_solver_limits((flags & SOLVER_ITERATIONS) != 0, (flags & SOLVER_LINE_SEARCH) != 0)
-        flags.bitwise_and_(~SOLVER_LIMITS)
-        self.command_manager.update(self)
-        terms = self.termination_manager
-        terms.compute(self, invalid)
-        # Rows still waiting for a deferred reset already reported their end; don't end them twice.
-        waiting = self._compactor.pending
-        self.transition_valid.copy_(~waiting)
-        terms.terminated.logical_and_(~waiting)
-        terms.truncated.logical_and_(~waiting)
-        self.reward_manager.compute(self, invalid | waiting)  # past its end a row earns nothing
-        ended = terms.terminated | terms.truncated
-        self.reset_staging.record_ends(ended, terms.terminated)
-        self.stats.accumulate(
-            ended,
-            terms.terminated,
-            terms.truncated,
-            self.reward_manager.episode_sums,
-            self.episode_length,
-            terms.term_flags,
-            self._non_finite & ~waiting,  # a row waiting for its reset was counted when it went bad
-            self._diverged & ~waiting,
-            self.action_manager.non_finite_rows,
-        )
-        self._compactor.compact(ended)
-        self.stats.count_deferred(self._compactor.pending)
-        if not self._advance_apart:
-            self._advance_and_observe_final_eager()
-
-    def _advance_and_observe_final_eager(self) -> None:
-        self.command_manager.advance(self)  # the next observation shows what the next step scores
-        if self.cfg.final_obs:
-            self._observe_final_eager()
-
-    def _observe_final_eager(self) -> None:
-        self.observation_manager.compute_final(self)
-        # A world that blew up is terminated and reset; keep its NaNs (or 1e4s) out of the learner's data.
-        invalid = (self._non_finite | self._diverged)[:, None]
-        for final in self.observation_manager.final_obs.values():
-            final.copy_(torch.where(invalid, torch.zeros_like(final), final))
-
-    def _stage_resets_eager(self) -> None:
-        """Assemble the new episode starts of the staged rows, each writer on top of the last:
-        the default pose and zero velocity, then the terrain (curriculum and origin), then the
-        command terms (e.g. a motion reference's pose), then the reset events (e.g. noise). See
-        ``managers.reset_staging``."""
-        staging = self.reset_staging
-        staging.begin(self.robot.default_qpos)
-        if self.terrain is not None:
-            self.terrain.stage(staging)
-        self.command_manager.reset(staging)
-        self.event_manager.apply_reset(self, staging)
-
-    def _finish_resets_and_observe_eager(self, reset_mask: torch.Tensor, after_final: bool) -> None:
-        self._finish_resets_eager()
-        self._observe_eager(reset_mask, after_final)
-
-    def _finish_resets_eager(self) -> None:
-        ids = self.reset_staging.env_ids
-        self._length_storage.index_fill_(0, ids, 0)
-        self.action_manager.reset(ids)
-        self.reward_manager.reset(ids)
-        self.termination_manager.reset(ids)
-        for group in self.observation_manager.groups.values():
-            for term in group.terms:
-                term.reset(ids)
-
-    def _observe_eager(self, reset_mask: torch.Tensor, after_final: bool) -> None:
-        self.observation_manager.compute(self, reset_mask, after_final)
-
-    # ------------------------------------------------------------------------------------------
-    # Cold path.
-
-    def _capture_step(self) -> None:
-        """Capture the step, check one replay against the eager step, leave no trace.
-
-        Warm-up, capture and check all run from a snapshot of the env's state (every tensor and
-        the RNG states) that is restored afterwards, so a captured env continues exactly as one
-        that never captured. On failure: raise with ``capture=True``, else warn and stay eager.
-        """
-        snapshot = EnvSnapshot(self)
-        try:
-            self._action_in.zero_()
-            graph = self._make_graph(self.run_step_body)
-            mismatch = self._first_replay_mismatch(graph, snapshot)
-            if mismatch is not None:
-                raise CaptureReplayError(f"the first replay differs from the eager step: {mismatch}")
-            self._graph = graph
-        except Exception as error:
-            if self.capture_mode is True:
-                raise
-            self._skip_capture(f"capture failed ({type(error).__name__}: {error})")
-        finally:
-            snapshot.restore()
-
-    def _make_graph(self, fn: Callable[[], None]) -> CudaGraph:
-        return CudaGraph(fn, self.device, warmup=2)
-
-    def _first_replay_mismatch(self, graph: CudaGraph, snapshot: EnvSnapshot) -> str | None:
-        """Run one eager step and one replay from the snapshot; describe how they differ, if so.
-
-        A graph that recorded the wrong stream or stale addresses replays nothing or garbage;
-        one eager step and one replay from the same state agree to float precision otherwise
-        (MJWarp's contact atomics may reorder sums: hence a tolerance, not equality).
-        """
-        outputs = {"qpos": self.sim.state.qpos, "qvel": self.sim.state.qvel, "reward": self.reward_manager.reward}
-        outputs.update({f"obs.{k}": v for k, v in self.observation_manager.obs.items()})
-        snapshot.restore()
-        self.run_step_body()
-        eager = {name: t.clone() for name, t in outputs.items()}
-        snapshot.restore()
-        graph.replay()
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)  # surfaces a replay error here, on the cold path
-        for name, expected in eager.items():
-            got = outputs[name]
-            if not torch.allclose(got, expected, rtol=1e-3, atol=1e-3, equal_nan=True):
-                worst = (got - expected).abs().nan_to_num(float("inf")).max()
-                return f"{name} differs by up to {float(worst):.3g}"
-        return None
-
-    def _skip_capture(self, reason: str) -> None:
-        if self.capture_mode is True:
-            raise CaptureUnsupportedError(reason)
-        self._capture = False
-        self.capture_skipped = reason
-        warnings.warn(f"unilab-gpu: the env step runs eagerly on {self.device}: {reason}", stacklevel=3)
-
-    def _model_edit(self) -> Callable[[mujoco.MjSpec], None]:
-        robot = robot_edit(self.cfg.robot) if self.cfg.robot is not None else None
-        grid = self.terrain_grid
-
-        def edit(spec: mujoco.MjSpec) -> None:
-            if robot is not None:
-                robot(spec)
-            if grid is not None:
-                add_terrain(spec, grid)
-
-        return edit
-
-    def _bind_terrain(self, cfg: TerrainCfg) -> None:
-        """Publish the mean terrain level and attach the curriculum, which reads the command term
-        named in ``terrain.curriculum.command`` (built by now)."""
-        terrain = self.terrain
-        self.stats.register("terrain/mean_level", terrain.mean_level)
-        self.stats.register("terrain/level_fraction", terrain.level_fraction)
-        curriculum = cfg.curriculum
-        if curriculum is None:
-            return
-        where = "terrain.curriculum.command"
-        if curriculum.command not in self.command_manager.terms:
-            raise ValueError(
-                f"{where}: no command term {curriculum.command!r}; commands: {sorted(self.command_manager.terms)}"
-            )
-        command = self.command_manager.get(curriculum.command)
-        if not isinstance(getattr(command, "commanded_displacement", None), torch.Tensor):
-            raise ValueError(
-                f"{where}: command {curriculum.command!r} ({type(command).__name__}) keeps no "
-                "'commanded_displacement' (where its commands would have taken the row, e.g. VelocityCommand's)"
-            )
-        command.record_displacement = True
-        size = cfg.sub_terrain_size
-        promote = curriculum.promote_distance if curriculum.promote_distance is not None else min(size) / 2
-        terrain.curriculum = TerrainCurriculum(
-            self.robot.root_pos_w,
-            self.episode_length,
-            command.commanded_displacement,
-            promote,
-            curriculum.demote_ratio,
-            demote_on_time_out=curriculum.demote_on_time_out,
-            promote_ratio=curriculum.promote_ratio,
-            min_promote_distance=curriculum.min_promote_distance,
-        )
-
-    def _reset_all_rows(self) -> None:
-        n, k = self.num_envs, self.reset_capacity
-        for start in range(0, n, k):
-            ids = torch.arange(start, start + k, device=self.device).clamp_(max=n)  # pad with n
-            self.reset_staging.env_ids.copy_(ids)
-            self._stage_and_write_resets()
-            self._finish_resets_eager()  # cold path: not worth a compiled region of its own
-        self._compactor.clear_pending()
-        self.sim.refresh()
-        if self.cfg.randomize_initial_episode_length:
-            self.episode_length.copy_(torch.randint_like(self.episode_length, 0, self.max_episode_length))
-        self.stats.clear()
-        self.action_manager.non_finite_count.zero_()
-        self.state_valid.fill_(True)  # every row starts afresh: none carries a diverged state
-        self._observe(self._all_rows, False)
-
 
 TERRAIN_STATE = "terrain"
 """The key of the terrain curriculum's levels in :meth:`ManagerBasedRlEnv.learning_state`."""
-
-STEP_PHASES = ("actions", "physics", "refresh", "evaluate", "reset", "observe")
-"""Phases of one env step in order; ``evaluate`` includes the final observations."""
-
-
-def no_phase_mark(phase: str) -> None:
-    """A ``marker(phase)`` that records nothing: for code timed only when a profiler asks."""
 
 
 def _raise_on_bad_rows(what: str, bad: torch.Tensor) -> None:

@@ -35,7 +35,8 @@ from typing import Any, Protocol
 import torch
 
 from unilab_gpu.envs.episode_stats import HEALTH_KEYS
-from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv, no_phase_mark
+from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
+from unilab_gpu.envs.step_phases import no_phase_mark
 from unilab_gpu.profiling.phase_clock import make_phase_clock
 from unilab_gpu.rl.checkpoint import NonFiniteStateError, describe_entries, non_finite_entries
 from unilab_gpu.rl.distributed import DataParallel, FleetError

@@ -33,7 +33,8 @@ import numpy as np
 from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from unilab_gpu.terrain.sub_terrains import MAX_HEIGHT, MAX_LENGTH, MIN_LENGTH, PARAM_CHECKS, is_number, require
+from unilab_gpu.terrain.sub_terrains import MAX_HEIGHT, MAX_LENGTH, MIN_LENGTH, PARAM_CHECKS, require
+from unilab_gpu.utils.checks import check_range, is_number
 from unilab_gpu.utils.imports import TERM_MODULES_ENV, RefusedPath, import_dotted
 
 MAX_TERRAIN_SAMPLES = 2**26
@@ -462,8 +463,7 @@ def _check_value(key: str, name: str, value: Any) -> None:
     """The generic rules: ``*_range`` is ``[low, high]`` with low <= high; a width, step or scale
     is > 0; every number is finite."""
     if name.endswith("_range"):
-        ok = isinstance(value, (list, tuple)) and len(value) == 2 and all(is_number(v) for v in value)
-        require(ok and value[0] <= value[1], key, "[low, high] of finite numbers with low <= high", value)
+        check_range(key, value, strict=False, config="terrain config")
     elif name.endswith(("_width", "_scale")) and name != "scale":  # horizontal lengths
         ok = is_number(value) and MIN_LENGTH <= value <= MAX_LENGTH
         require(ok, key, f"a length in [{MIN_LENGTH:g}, {MAX_LENGTH:g}] m", value)

@@ -31,8 +31,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
-FLOAT32_MAX = 3.4028234663852886e38
-"""Heights are stored as float32: a larger number would be inf there."""
+from unilab_gpu.utils import checks
 
 MAX_HEIGHT = 20.0
 """Largest ``|height|`` of a terrain (m), and of a vertical step or height range: a robot walks
@@ -49,15 +48,9 @@ MAX_SLOPE = 3.0
 """Steepest ``slope_range`` (rise over run: 3 is 72 degrees)."""
 
 
-def require(ok: bool, key: str, expected: str, value: Any) -> None:
-    """Raise ``ValueError: terrain config: '<key>' must be <expected>, got <value>`` unless ``ok``."""
-    if not ok:
-        raise ValueError(f"terrain config: '{key}' must be {expected}, got {value!r}")
-
-
-def is_number(value: Any) -> bool:
-    """A finite int or float (bools are not numbers in a config)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= FLOAT32_MAX
+require = functools.partial(checks.require, config="terrain config")
+"""``require(ok, key, expected, value)``: raise ``ValueError: terrain config: '<key>' must be <expected>,
+got <value>`` unless ``ok`` (``utils.checks.require``)."""
 
 
 def interpolate(value_range: Sequence[float], difficulty: float) -> float:
