@@ -1,0 +1,139 @@
+"""Learning curves of several runs compared at equal env steps (the levers table of issue 48).
+
+``learning_curve.py`` reports are cut at the env steps of the shortest run, so a run that got more
+steps from a quieter machine gains nothing. For each metric the table gives the mean of the logging
+points in the third and in the last quarter of those steps (the curves are noisy: one point is one
+logging window of 16 envs), and ``--plot`` draws the curves, truncated and smoothed, side by side::
+
+    python scripts/compare_curves.py docs/benchmarks/learning/go2_velocity_rough_sac_heading.json \\
+        docs/benchmarks/learning/go2_velocity_rough_sac_mirror.json \\
+        --metric terrain/mean_level --metric velocity/lin_vel_error_mps --out compare.json --plot compare.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_atomic, write_json_atomic
+
+QUARTERS = {"third quarter": (0.5, 0.75), "last quarter": (0.75, 1.0)}
+
+
+def fail(message: str) -> SystemExit:
+    print(f"compare_curves: {message}", file=sys.stderr)
+    return SystemExit(2)
+
+
+def read_curve(path: Path) -> list[dict]:
+    """The logging points of the learning-curve report at ``path``, or one line saying why not."""
+    try:
+        curve = json.loads(path.read_text()).get("curve")
+    except FileNotFoundError:
+        raise fail(f"{path} not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        raise fail(f"{path} is not a learning_curve.py report (JSON with a 'curve')") from None
+    if not curve:
+        raise fail(f"{path} has no logging points in its 'curve'")
+    return curve
+
+
+def equal_steps(curves: list[list[dict]]) -> int:
+    """The env steps every run reached: the last logging point of the shortest run."""
+    return min(curve[-1]["env_steps"] for curve in curves)
+
+
+def quarter_means(curve: list[dict], env_steps: int, metric: str) -> dict[str, float | None]:
+    """Mean of ``metric`` over the points in each of ``QUARTERS`` of ``env_steps``.
+
+    A quarter ``(a, b)`` holds the points with ``a * env_steps < steps <= b * env_steps``; points
+    that do not log ``metric`` (e.g. no episode ended in that window) are left out, and a quarter
+    without any is ``None``.
+    """
+    means: dict[str, float | None] = {}
+    for name, (low, high) in QUARTERS.items():
+        values = [
+            point[metric]
+            for point in curve
+            if metric in point and low * env_steps < point["env_steps"] <= high * env_steps
+        ]
+        means[name] = sum(values) / len(values) if values else None
+    return means
+
+
+def compare(paths: list[Path], metrics: list[str]) -> dict:
+    """Every run's quarter means of every metric, at the env steps all runs reached."""
+    curves = [read_curve(path) for path in paths]
+    env_steps = equal_steps(curves)
+    runs = {}
+    for path, curve in zip(paths, curves, strict=True):
+        missing = [metric for metric in metrics if not any(metric in point for point in curve)]
+        if missing:
+            raise fail(f"{path} logs no {missing[0]!r} (its curve has {sorted(set().union(*curve))})")
+        runs[path.stem] = {metric: quarter_means(curve, env_steps, metric) for metric in metrics}
+    reports = [str(path) for path in paths]
+    return {"benchmark": "curve_comparison", "reports": reports, "env_steps": env_steps, "runs": runs}
+
+
+def plot(paths: list[Path], metrics: list[str], env_steps: int, out: Path, smooth: int) -> None:
+    """One panel per metric: each run's curve up to ``env_steps``, a moving mean of ``smooth`` points."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 3.6), squeeze=False)
+    for path in paths:
+        curve = [point for point in read_curve(path) if point["env_steps"] <= env_steps]
+        for axis, metric in zip(axes[0], metrics, strict=True):
+            points = [(point["env_steps"], point[metric]) for point in curve if metric in point]
+            steps = [step for step, _ in points][smooth - 1 :]
+            values = [value for _, value in points]
+            mean = [sum(values[i - smooth + 1 : i + 1]) / smooth for i in range(smooth - 1, len(values))]
+            axis.plot(steps, mean, label=path.stem, linewidth=1.2)
+    for axis, metric in zip(axes[0], metrics, strict=True):
+        axis.set_title(f"{metric} (mean of {smooth} points)")
+        axis.set_xlabel("env steps")
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    write_atomic(out, lambda file: figure.savefig(file, format="png", dpi=110))
+    plt.close(figure)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("reports", nargs="+", type=Path, help="learning_curve.py JSON reports (first: the baseline)")
+    parser.add_argument("--metric", action="append", required=True, help="a curve key (repeatable)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the table as JSON")
+    parser.add_argument("--plot", type=Path, default=None, help="also draw the curves to this PNG")
+    parser.add_argument("--force", action="store_true", help="replace existing --out / --plot files")
+    parser.add_argument("--smooth", type=int, default=25, help="logging points per moving mean in --plot")
+    args = parser.parse_args(argv)
+    if args.smooth < 1:
+        raise fail(f"--smooth must be >= 1, got {args.smooth}")
+    for option, output, example in (("--out", args.out, "compare.json"), ("--plot", args.plot, "compare.png")):
+        if output is not None:
+            try:
+                check_output(output, option, force=args.force, inputs=args.reports, example=example)
+            except OutputPathError as error:
+                raise fail(str(error)) from None
+    table = compare(args.reports, args.metric)
+    print(f"at {table['env_steps']:,} env steps (mean over the third quarter / the last quarter)")
+    for name, metrics in table["runs"].items():
+        cells = [f"{metric} {' / '.join(_number(v) for v in means.values())}" for metric, means in metrics.items()]
+        print(f"  {name}: {', '.join(cells)}")
+    if args.out is not None:
+        write_json_atomic(args.out, portable_paths(table))
+    if args.plot is not None:
+        plot(args.reports, args.metric, table["env_steps"], args.plot, args.smooth)
+    return table
+
+
+if __name__ == "__main__":
+    main()
