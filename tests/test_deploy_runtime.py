@@ -43,6 +43,7 @@ from unilab_gpu.export.sim2sim import FallRule, Scenario, Sim2Sim, load_referenc
 from unilab_gpu.export.sim2sim.run import divergence_warnings, solver_unconverged  # noqa: E402
 from unilab_gpu.paths import robot_asset  # noqa: E402
 from unilab_gpu.rl.sac import SacAgent, SacConfig  # noqa: E402
+from unilab_gpu.utils.files import portable_paths  # noqa: E402
 
 DEPLOY = Path(__file__).resolve().parents[1] / "unilab_gpu" / "deploy"
 STEPS = 10
@@ -651,7 +652,8 @@ def test_a_motion_file_the_metadata_names_is_looked_for_and_named(cases, tmp_pat
     save_motion(synthesize_clip(1.0, 4, fps=50.0, kinematics=RobotKinematics.from_robot("g1")), folder / "walk.npz")
     out = tmp_path / "report.json"
     assert sim2sim_main([str(policy), "--out", str(out)]) == 0
-    assert json.loads(out.read_text())["motion"] == str(folder / "walk.npz")
+    # reports name paths beside the checkout relatively (a checkout under /tmp sees tmp_path so)
+    assert json.loads(out.read_text())["motion"] == portable_paths(str(folder / "walk.npz"))
 
 
 def test_exports_name_motion_files_portably(tmp_path) -> None:
