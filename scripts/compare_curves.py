@@ -63,21 +63,24 @@ def quarter_means(curve: list[dict], env_steps: int, metric: str) -> dict[str, f
     return means
 
 
-def compare(paths: list[Path], metrics: list[str]) -> dict:
-    """Every run's quarter means of every metric, at the env steps all runs reached."""
-    curves = [read_curve(path) for path in paths]
-    env_steps = equal_steps(curves)
+def compare(curves: dict[Path, list[dict]], metrics: list[str]) -> dict:
+    """Every run's quarter means of every metric, at the env steps all runs reached.
+
+    Args:
+        curves: each report's path and its logging points (:func:`read_curve`).
+    """
+    env_steps = equal_steps(list(curves.values()))
     runs = {}
-    for path, curve in zip(paths, curves, strict=True):
+    for path, curve in curves.items():
         missing = [metric for metric in metrics if not any(metric in point for point in curve)]
         if missing:
             raise fail(f"{path} logs no {missing[0]!r} (its curve has {sorted(set().union(*curve))})")
         runs[path.stem] = {metric: quarter_means(curve, env_steps, metric) for metric in metrics}
-    reports = [str(path) for path in paths]
+    reports = [str(path) for path in curves]
     return {"benchmark": "curve_comparison", "reports": reports, "env_steps": env_steps, "runs": runs}
 
 
-def plot(paths: list[Path], metrics: list[str], env_steps: int, out: Path, smooth: int) -> None:
+def plot(curves: dict[Path, list[dict]], metrics: list[str], env_steps: int, out: Path, smooth: int) -> None:
     """One panel per metric: each run's curve up to ``env_steps``, a moving mean of ``smooth`` points."""
     import matplotlib
 
@@ -85,8 +88,8 @@ def plot(paths: list[Path], metrics: list[str], env_steps: int, out: Path, smoot
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 3.6), squeeze=False)
-    for path in paths:
-        curve = [point for point in read_curve(path) if point["env_steps"] <= env_steps]
+    for path, whole in curves.items():
+        curve = [point for point in whole if point["env_steps"] <= env_steps]
         for axis, metric in zip(axes[0], metrics, strict=True):
             points = [(point["env_steps"], point[metric]) for point in curve if metric in point]
             steps = [step for step, _ in points][smooth - 1 :]
@@ -123,7 +126,8 @@ def main(argv: list[str] | None = None) -> dict:
                 check_output(output, option, force=args.force, inputs=args.reports, example=example)
             except OutputPathError as error:
                 raise fail(str(error)) from None
-    table = compare(args.reports, args.metric)
+    curves = {path: read_curve(path) for path in args.reports}
+    table = compare(curves, args.metric)
     print(f"at {table['env_steps']:,} env steps (mean over the third quarter / the last quarter)")
     for name, metrics in table["runs"].items():
         cells = [f"{metric} {' / '.join(_number(v) for v in means.values())}" for metric, means in metrics.items()]
@@ -131,7 +135,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.out is not None:
         write_json_atomic(args.out, portable_paths(table))
     if args.plot is not None:
-        plot(args.reports, args.metric, table["env_steps"], args.plot, args.smooth)
+        plot(curves, args.metric, table["env_steps"], args.plot, args.smooth)
     return table
 
 

@@ -380,8 +380,8 @@ fi
 # 10. Only with ROUGH_LEARNING=1 (a call of its own with SKIP_CHECKS=1 and GPU_CHECK_SECONDS=570):
 #     issue 32's learning target at GPU size, with issue 48's best CPU setting (heading commands, the
 #     policy's own height scan, no demotion on time-outs, promotion at 0.8 of the asked distance).
-#     The Go2 on the default rough grid (SAC, 4096 envs,
-#     3.5 minutes), its mean terrain level over training, then the clean evaluation on 15 degree
+#     The Go2 on the default rough grid (SAC, 4096 envs, 3.5 minutes), its mean terrain level over
+#     training, then the clean evaluation on 15 degree
 #     slopes and 10 cm stairs, up and down (unilab-eval --terrain slopes_stairs_eval, 256 rows per
 #     sub-terrain). The run folder comes back in gpu_check_runs.tar.gz for unilab-export and
 #     unilab-sim2sim (docs/gpu_check.md).
