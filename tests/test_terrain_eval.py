@@ -44,6 +44,10 @@ def test_a_standing_policy_never_falls_but_does_not_walk() -> None:
         # Standing against 0.5 m/s forward: the planar error is at least the command less the
         # settling speed (|c - v| >= |c| - |v|), which the keyframe drop keeps under 0.1 m/s.
         assert row["lin_vel_error_mps"] > 0.4
+        # Feet that stay on the ground have no swing clearance, on the pyramid's top as in the
+        # pit's floor, which lie more than a metre apart in height: the clearance is taken from the ground
+        # under each foot and the keyframe's site height.
+        assert abs(row["swing_clearance_m"]) < 0.01
     assert report["overall"]["rows"] == 8
 
 
@@ -91,7 +95,9 @@ def test_cli_writes_the_report(tmp_path, capsys) -> None:
     report = json.loads(out.read_text())
     assert report["task"] == "go2_velocity" and report["terrain"] == "slopes_stairs_eval"
     assert report["overall"]["rows"] == 4
-    assert "slope_up" in capsys.readouterr().out
+    assert report["overall"]["swing_clearance_m"] is not None
+    printed = capsys.readouterr().out
+    assert "slope_up" in printed and "swing cm" in printed
     assert main(["--onnx", str(onnx), "--terrain", "nope", "--device", "cpu"]) == 2
     assert "nope" in capsys.readouterr().err
 

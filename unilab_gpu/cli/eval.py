@@ -154,11 +154,13 @@ def _terrain(args: argparse.Namespace, argv: list[str], trained, device: str) ->
     print(f"  success: no fall and at least {report['required_distance_m']:.2f} m from the start")
     print(
         f"  {'':<20}{'rows':>6}{'success':>9}{'no fall':>9}{'distance m':>12}{'v_xy err m/s':>14}{'yaw err rad/s':>15}"
+        f"{'swing cm':>10}"
     )
     for name, row in [*report["sub_terrains"].items(), ("overall", report["overall"])]:
         print(
             f"  {name:<20}{row['rows']:>6}{row['success_rate']:>9.1%}{row['no_fall_rate']:>9.1%}"
             f"{row['distance_m']:>12.2f}{row['lin_vel_error_mps']:>14.3f}{row['yaw_rate_error_radps']:>15.3f}"
+            f"{_centimetres(row.get('swing_clearance_m')):>10}"
         )
     if args.out is not None:
         write_json_atomic(args.out, portable_paths(report))
@@ -167,6 +169,11 @@ def _terrain(args: argparse.Namespace, argv: list[str], trained, device: str) ->
         print(f"unilab-eval: interrupted; the report covers the {report['seconds']:g} s walked before it")
         return INTERRUPTED_EXIT_CODE
     return 0
+
+
+def _centimetres(metres: float | None) -> str:
+    """A swing clearance for the table: ``-`` where the report has none (no feet, or every row fell)."""
+    return "-" if metres is None else f"{100.0 * metres:.1f}"
 
 
 def _print(report: dict[str, Any]) -> None:

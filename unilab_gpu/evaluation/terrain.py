@@ -11,8 +11,12 @@ A row succeeds when none of the task's failure terminations fired in that time a
 least :data:`MIN_PROGRESS` of the way the command asks (``|c_xy| * seconds``) from its start: a
 robot that stands stuck at the first stair has not walked. Reported per sub-terrain type and
 overall: the success rate, the share of rows that did not fall, how far the rows got from their
-start (m), and the planar and yaw-rate errors of the command (means over the steps the rows were
-standing).
+start (m), the planar and yaw-rate errors of the command (means over the steps the rows were
+standing), and, for a robot whose config names its feet, how high the feet swing: each foot's
+:class:`~unilab_gpu.tasks.velocity.rewards.FootClearance` (above the ground under it) at its
+:data:`CLEARANCE_QUANTILE` over the standing steps, averaged over the feet. Set beside a
+sub-terrain's step height it says whether a row stuck at the first stair lifts its feet high enough
+to clear it.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from omegaconf import OmegaConf
 from unilab_gpu.envs.make_env import load_task_cfg, make_env
 from unilab_gpu.evaluation.policies import TrainedPolicy
 from unilab_gpu.paths import USER_PATH_ENV
+from unilab_gpu.tasks.velocity.rewards import FootClearance
 from unilab_gpu.utils.progress import progress_bar
 
 COMMAND = "twist"
@@ -43,6 +48,10 @@ RANDOMIZATION_EVENTS = ("push", "pd_gains", "body_mass", "torso_com")
 
 MIN_PROGRESS = 0.5
 """Share of the commanded distance a row must cover to succeed."""
+
+CLEARANCE_QUANTILE = 0.95
+"""Quantile over time of a foot's clearance that stands for its swing height: near the top of the
+swings, not one stumble's peak."""
 
 CLEAN_OVERRIDES = ("++observations.policy.enable_noise=false", "randomize_initial_episode_length=false")
 
@@ -177,6 +186,11 @@ def evaluate_on_terrain(
     walked = torch.zeros(env.num_envs, device=env.device)
     errors = {name: torch.zeros(env.num_envs, device=env.device) for name in ("lin_vel_error", "yaw_rate_error")}
     standing_steps = torch.zeros(env.num_envs, device=env.device)
+    feet = env.cfg.robot.feet if env.cfg.robot is not None else None
+    clearance = None
+    if feet is not None:
+        clearance = FootClearance(env, torch.tensor(env.sim.site_ids(feet.sites), dtype=torch.int64, device=env.device))
+    clearances: list[torch.Tensor] = []  # (num_envs, num_feet) per step, NaN once a row fell
     done = 0
     try:
         for _ in progress_bar(range(steps), "unilab-eval", "step") if progress else range(steps):
@@ -190,6 +204,9 @@ def evaluate_on_terrain(
                 errors[name] += torch.where(standing, value, torch.zeros_like(value))
             standing_steps += still
             walked = torch.where(standing, torch.linalg.vector_norm(env.robot.root_pos_w[:, :2] - start, dim=1), walked)
+            if clearance is not None:
+                height = clearance(env)
+                clearances.append(torch.where(standing[:, None], height, torch.full_like(height, math.nan)))
             done += 1
     except KeyboardInterrupt:  # Ctrl-C: the report covers the steps completed, as a shorter run would
         if done == 0:
@@ -205,6 +222,9 @@ def evaluate_on_terrain(
         "lin_vel_error_mps": (errors["lin_vel_error"] / standing_steps.clamp_min(1)).cpu().numpy(),
         "yaw_rate_error_radps": (errors["yaw_rate_error"] / standing_steps.clamp_min(1)).cpu().numpy(),
     }
+    if clearances:
+        swing = torch.nanquantile(torch.stack(clearances), CLEARANCE_QUANTILE, dim=0)  # (num_envs, num_feet)
+        per_row["swing_clearance_m"] = swing.mean(dim=1).cpu().numpy()  # NaN: a row that fell at once
     by_type = {name: _summary(per_row, np.array([t == name for t in types])) for name in dict.fromkeys(types)}
     return {
         "benchmark": "terrain_evaluation",
@@ -226,7 +246,8 @@ def evaluate_on_terrain(
     }
 
 
-def _summary(per_row: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, float]:
+def _summary(per_row: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, float | None]:
+    swing = per_row.get("swing_clearance_m")
     return {
         "rows": int(rows.sum()),
         "success_rate": float(per_row["success"][rows].mean()),
@@ -234,4 +255,11 @@ def _summary(per_row: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, floa
         **{
             key: float(per_row[key][rows].mean()) for key in ("distance_m", "lin_vel_error_mps", "yaw_rate_error_radps")
         },
+        **({} if swing is None else {"swing_clearance_m": _finite_mean(swing[rows])}),
     }
+
+
+def _finite_mean(values: np.ndarray) -> float | None:
+    """The mean over the finite values; ``None`` (JSON null) when there is none."""
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else None

@@ -88,12 +88,39 @@ def swing_height_target(phase: torch.Tensor, swing_height: float) -> torch.Tenso
     return torch.where(x <= 0.5, up, down)
 
 
+class FootClearance:
+    """``(num_envs, num_feet)`` m: each foot site's height above the ground under it, less its height
+    on the keyframe pose, so a foot flat on the ground reads 0 whatever the site's offset from the
+    sole, on flat ground or a generated terrain alike. The gait reward's swing height and the
+    terrain evaluation's swing clearance are this quantity.
+
+    Args:
+      site_ids: ``(num_feet,)`` the foot sites.
+    """
+
+    def __init__(self, env: EnvView, site_ids: torch.Tensor) -> None:
+        m = env.sim.mj_model
+        data = mujoco.MjData(m)
+        if env.robot.keyframe is not None:
+            mujoco.mj_resetDataKeyframe(m, data, m.key(env.robot.keyframe).id)
+        mujoco.mj_kinematics(m, data)
+        self.site_ids = site_ids
+        self.rest_height = torch.tensor(
+            data.site_xpos[site_ids.cpu().numpy(), 2], dtype=torch.float32, device=env.device
+        )
+
+    def __call__(self, env: EnvView) -> torch.Tensor:
+        feet = env.sim.state.site_pos_w[:, self.site_ids]
+        height = feet[..., 2] - self.rest_height
+        if env.terrain is not None:  # above the ground under each foot, not the world origin
+            height = height - env.terrain.heights_at(feet[..., :2])
+        return height
+
+
 class FeetPhase:
     """``exp(-sum_f (h_f - h*_f)^2 / sigma)``: the feet follow the gait clock's swing heights.
 
-    ``h_f`` is the height of each foot site above its height in the default (keyframe) pose, so a
-    foot flat on the ground has ``h = 0`` whatever the site's offset from the sole (on a generated
-    terrain, measured from the ground under the foot). Foot ``f``
+    ``h_f`` is each foot's :class:`FootClearance`. Foot ``f``
     follows the command's gait phase plus its offset, ``phi + o_f``.
 
     Args:
@@ -124,23 +151,12 @@ class FeetPhase:
             raise ValueError(
                 f"FeetPhase phase_offsets: expected one offset per site ({site_ids.shape[0]}), got {len(phase_offsets)}"
             )
-        m = env.sim.mj_model
-        data = mujoco.MjData(m)
-        if env.robot.keyframe is not None:
-            mujoco.mj_resetDataKeyframe(m, data, m.key(env.robot.keyframe).id)
-        mujoco.mj_kinematics(m, data)
-        self.site_ids = site_ids
-        self.rest_height = torch.tensor(
-            data.site_xpos[site_ids.cpu().numpy(), 2], dtype=torch.float32, device=env.device
-        )
+        self.clearance = FootClearance(env, site_ids)
         self.offsets = torch.tensor([float(o) for o in phase_offsets], dtype=torch.float32, device=env.device)
         self.swing_height, self.sigma, self.command_name = swing_height, sigma, command_name
 
     def __call__(self, env: EnvView) -> torch.Tensor:
         phase = env.command_manager.get(self.command_name).phase
         target = swing_height_target(phase[:, None] + self.offsets, self.swing_height)
-        feet = env.sim.state.site_pos_w[:, self.site_ids]
-        height = feet[..., 2] - self.rest_height
-        if env.terrain is not None:  # above the ground under each foot, not the world origin
-            height = height - env.terrain.heights_at(feet[..., :2])
+        height = self.clearance(env)
         return torch.exp(-torch.sum(torch.square(height - target), dim=1) / self.sigma)
