@@ -155,6 +155,11 @@ class FeetPhase:
         self.offsets = torch.tensor([float(o) for o in phase_offsets], dtype=torch.float32, device=env.device)
         self.swing_height, self.sigma, self.command_name = swing_height, sigma, command_name
 
+    @property
+    def site_ids(self) -> torch.Tensor:
+        """``(num_feet,)`` the foot sites, in the order of ``offsets`` (the mirror map pairs them)."""
+        return self.clearance.site_ids
+
     def __call__(self, env: EnvView) -> torch.Tensor:
         phase = env.command_manager.get(self.command_name).phase
         target = swing_height_target(phase[:, None] + self.offsets, self.swing_height)
