@@ -379,7 +379,8 @@ fi
 
 # 10. Only with ROUGH_LEARNING=1 (a call of its own with SKIP_CHECKS=1 and GPU_CHECK_SECONDS=570):
 #     issue 32's learning target at GPU size, with issue 48's best CPU setting (heading commands, the
-#     policy's own height scan, no demotion on time-outs, promotion at 0.8 of the asked distance).
+#     policy's own height scan: go2_velocity_rough_scan, no demotion on time-outs, promotion at 0.8
+#     of the asked distance).
 #     The Go2 on the default rough grid (SAC, 4096 envs, 3.5 minutes), its mean terrain level over
 #     training, then the clean evaluation on 15 degree
 #     slopes and 10 cm stairs, up and down (unilab-eval --terrain slopes_stairs_eval, 256 rows per
@@ -389,10 +390,9 @@ if [ "${ROUGH_LEARNING:-0}" = 1 ]; then
   [ $PLAN = 1 ] || rm -rf "$WORK/go2_rough_gpu_run"  # --keep-run wants a new folder; this one is the check's own
   block warm_rough_learning "$PY" -m unilab_gpu.doctor.warm --device cuda --task go2_velocity_rough \
     --num-envs 4096 --workers "$workers" --out "$WORK/warm_rough_learning.json"
-  block curve_rough "$PY" scripts/learning_curve.py --device cuda --task go2_velocity_rough --algo sac_velocity \
+  block curve_rough "$PY" scripts/learning_curve.py --device cuda --task go2_velocity_rough_scan --algo sac_velocity \
     --num-envs 4096 --eval-envs 1024 --minutes 3.5 --log-every 50 --keep-run "$WORK/go2_rough_gpu_run" \
     --env-override commands.twist.params.heading_fraction=1.0 \
-    --env-override '+observations.policy.terms.height_scan={func: unilab_gpu.envs.mdp.observations.HeightScan, params: {size: [1.6, 1.0], resolution: 0.1, offset: 0.288}, clip: [-1.0, 1.0], noise: {kind: uniform, low: -0.05, high: 0.05}}' \
     --env-override terrain.curriculum.demote_on_time_out=false --env-override terrain.curriculum.promote_ratio=0.8 \
     --force --out "$WORK/go2_velocity_rough_sac_gpu.json" --plot "$WORK/go2_velocity_rough_sac_gpu.png"
   block eval_rough "$PY" -m unilab_gpu.cli.eval "$WORK/go2_rough_gpu_run" --device cuda \

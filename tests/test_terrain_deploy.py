@@ -3,9 +3,10 @@ heights equal MuJoCo C's ``mj_ray`` on the rebuilt scene, its height-scan and fa
 the env's terms on the same states, and ``unilab-sim2sim`` runs the policy on the ground it trained
 on (or on a terrain file), starting on the sub-terrain asked for; bad terrain options are one line.
 
-The policy reads the height scan (added to the Go2 rough task's policy group) and the env is the
-task's play setting (no observation noise, no pushes or randomized gains) on a small terrain of
-2 levels x 3 columns (rough, pyramid_stairs, pyramid_stairs_inv) of 4 m, so it builds in a second.
+The policy reads the height scan (``go2_velocity_rough_scan``: the Go2 rough task with the scan in
+its policy group) and the env is the task's play setting (no observation noise, no pushes or
+randomized gains) on a small terrain of 2 levels x 3 columns (rough, pyramid_stairs,
+pyramid_stairs_inv) of 4 m, so it builds in a second.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from unilab_gpu.paths import robot_asset  # noqa: E402
 from unilab_gpu.rl.sac import SacAgent, SacConfig  # noqa: E402
 from unilab_gpu.terrain.generator import generate_terrain  # noqa: E402
 
-TASK = "go2_velocity_rough"
+TASK = "go2_velocity_rough_scan"
 PLAY = [
     "+observations.policy.enable_noise=false",
     "events.push=null",
@@ -50,11 +51,7 @@ PLAY = [
     "events.body_mass=null",
     "events.torso_com=null",
 ]
-SCAN = (
-    "+observations.policy.terms.height_scan={func: unilab_gpu.envs.mdp.observations.HeightScan, "
-    "params: {size: [1.6, 1.0], resolution: 0.1, offset: 0.288}}"
-)
-OVERRIDES = [*SMALL_TERRAIN, *PLAY, SCAN]
+OVERRIDES = [*SMALL_TERRAIN, *PLAY]
 COLUMNS = ("rough", "pyramid_stairs", "pyramid_stairs_inv")
 STEPS = 10
 OBS_TOLERANCE = 1e-5

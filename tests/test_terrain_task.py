@@ -13,7 +13,7 @@ import torch
 from terrain_helpers import ray_height, terrain_scene
 
 from unilab_gpu.doctor.checks import check_task_step
-from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.envs.make_env import load_task_cfg, make_env
 from unilab_gpu.managers.reset_staging import ResetStaging
 from unilab_gpu.sim.device import resolve_device
 
@@ -157,6 +157,24 @@ def test_levels_are_learning_state_and_the_mean_level_is_logged(env) -> None:
 def test_bad_terrain_input_names_the_key(override, match) -> None:
     with pytest.raises(ValueError, match=match):
         make_env("go2_velocity_rough", num_envs=2, compile=False, overrides=[override], announce=False)
+
+
+POLICY_SCAN_OVERRIDE = (
+    "+observations.policy.terms.height_scan={func: unilab_gpu.envs.mdp.observations.HeightScan, "
+    "params: {size: [1.6, 1.0], resolution: 0.1, offset: 0.288}, clip: [-1.0, 1.0], "
+    "noise: {kind: uniform, low: -0.05, high: 0.05}}"
+)
+"""How issue 48's Go2 runs gave the policy the scan, spelled out (0.288 m: the Go2's base height)."""
+
+
+def test_the_scan_task_is_the_rough_task_with_the_critics_scan_in_the_policy() -> None:
+    named = load_task_cfg("go2_velocity_rough_scan")
+    assert named == load_task_cfg("go2_velocity_rough", [POLICY_SCAN_OVERRIDE])
+    assert list(named.observations["policy"].terms)[-1] == "height_scan"
+    # One scan, two readers: the policy's follows the critic's when the critic's changes.
+    wider = load_task_cfg("go2_velocity_rough_scan", ["observations.critic.terms.height_scan.params.size=[2.0,1.2]"])
+    assert wider.observations["policy"].terms["height_scan"].params["size"] == [2.0, 1.2]
+    assert wider.observations["policy"].terms["height_scan"].noise.high == 0.05
 
 
 def test_commanded_displacement_follows_the_heading_in_the_world_frame(env) -> None:
