@@ -5,8 +5,10 @@ fit its MJCF or its task fails in one line naming the key and the file, before a
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -202,6 +204,18 @@ def test_a_user_path_that_is_no_folder_is_named(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv(USER_PATH_ENV, str(tmp_path / "nope"))
     with pytest.raises(FileNotFoundError, match=f"^{USER_PATH_ENV}: '{tmp_path / 'nope'}' is not a folder$"):
         load_task_cfg("g1_stand")
+
+
+def test_a_user_path_without_tasks_composes_without_warnings(tmp_path, monkeypatch) -> None:
+    # A folder that adds only a robot config (no configs/task/), and one that adds only MJCFs.
+    (tmp_path / "robots_only" / "configs" / "robot").mkdir(parents=True)
+    (tmp_path / "robots_only" / "configs" / "robot" / "biped.yaml").write_text(yaml.safe_dump(BIPED))
+    (tmp_path / "assets_only" / "assets" / "robots").mkdir(parents=True)
+    monkeypatch.setenv(USER_PATH_ENV, f"{tmp_path / 'robots_only'}{os.pathsep}{tmp_path / 'assets_only'}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Hydra's "path=... is not available" fails the test
+        cfg = load_task_cfg("g1_stand")
+    assert cfg.sim.model == load_task_cfg("g1_stand").sim.model
 
 
 def test_an_unknown_robot_lists_the_robot_configs(user_folder) -> None:

@@ -206,9 +206,11 @@ def _added_key_problem(cfg: DictConfig, override: str) -> str | None:
 def _search_path(primary: Path) -> str:
     """Where Hydra looks besides the task's folder: every other ``task/`` folder (the tasks and
     bases a task inherits) and every config root (the ``robot`` group in ``<root>/robot/``), the
-    project's first."""
+    project's first. Folders a ``UNILAB_PATH`` entry does not have (one with robots only, no
+    tasks) are left out: Hydra warns about each search-path folder that is missing."""
     roots = config_roots()
-    folders = [folder for folder in (*(root / "task" for root in roots), *roots) if folder != primary]
+    candidates = (*(root / "task" for root in roots), *roots)
+    folders = [folder for folder in candidates if folder != primary and folder.is_dir()]
     return ",".join(f"'file://{folder}'" for folder in folders)  # quoted: a path may hold commas
 
 
