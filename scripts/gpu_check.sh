@@ -388,7 +388,7 @@ fi
 #     unilab-sim2sim (docs/gpu_check.md).
 if [ "${ROUGH_LEARNING:-0}" = 1 ]; then
   [ $PLAN = 1 ] || rm -rf "$WORK/go2_rough_gpu_run"  # --keep-run wants a new folder; this one is the check's own
-  block warm_rough_learning "$PY" -m unilab_gpu.doctor.warm --device cuda --task go2_velocity_rough \
+  block warm_rough_learning "$PY" -m unilab_gpu.doctor.warm --device cuda --task go2_velocity_rough_scan \
     --num-envs 4096 --workers "$workers" --out "$WORK/warm_rough_learning.json"
   block curve_rough "$PY" scripts/learning_curve.py --device cuda --task go2_velocity_rough_scan --algo sac_velocity \
     --num-envs 4096 --eval-envs 1024 --minutes 3.5 --log-every 50 --keep-run "$WORK/go2_rough_gpu_run" \
