@@ -66,7 +66,7 @@ declare -A BUDGET=(  # seconds, by block
   [dist_train]=150 [dist_doctor]=150 [dist_bench]=150
   [curve_tracking]=230 [eval_tracking]=50 [curve_velocity]=190
   [warm_rough]=60 [doctor_rough]=150 [bench_rough]=60
-  [warm_rough_learning]=50 [curve_rough]=320 [eval_rough]=60
+  [warm_rough_learning]=50 [curve_rough]=310 [eval_rough]=60 [eval_rough_heights]=50
   [train_update]=150
 )
 
@@ -384,8 +384,9 @@ fi
 #     The Go2 on the default rough grid (SAC, 4096 envs, 3.5 minutes), its mean terrain level over
 #     training, then the clean evaluation on 15 degree
 #     slopes and 10 cm stairs, up and down (unilab-eval --terrain slopes_stairs_eval, 256 rows per
-#     sub-terrain). The run folder comes back in gpu_check_runs.tar.gz for unilab-export and
-#     unilab-sim2sim (docs/gpu_check.md).
+#     sub-terrain), and up and down stairs of 4, 6, 8 and 10 cm risers (stairs_heights_eval, 128
+#     rows each): the riser at which it stops. The run folder comes back in gpu_check_runs.tar.gz
+#     for unilab-export and unilab-sim2sim (docs/gpu_check.md).
 if [ "${ROUGH_LEARNING:-0}" = 1 ]; then
   [ $PLAN = 1 ] || rm -rf "$WORK/go2_rough_gpu_run"  # --keep-run wants a new folder; this one is the check's own
   block warm_rough_learning "$PY" -m unilab_gpu.doctor.warm --device cuda --task go2_velocity_rough_scan \
@@ -397,6 +398,8 @@ if [ "${ROUGH_LEARNING:-0}" = 1 ]; then
     --force --out "$WORK/go2_velocity_rough_sac_gpu.json" --plot "$WORK/go2_velocity_rough_sac_gpu.png"
   block eval_rough "$PY" -m unilab_gpu.cli.eval "$WORK/go2_rough_gpu_run" --device cuda \
     --terrain slopes_stairs_eval --rows-per-column 256 --force --out "$WORK/go2_velocity_rough_gpu_terrain_eval.json"
+  block eval_rough_heights "$PY" -m unilab_gpu.cli.eval "$WORK/go2_rough_gpu_run" --device cuda \
+    --terrain stairs_heights_eval --rows-per-column 128 --force --out "$WORK/go2_velocity_rough_gpu_stairs_heights_eval.json"
 fi
 
 # 11. Only with UPDATE=1 (a call of its own with SKIP_CHECKS=1): issue 49's update beside the

@@ -314,18 +314,24 @@ def doctor_facts(doctor: Any) -> dict[str, Any]:
     }
 
 
-def rough_learning_facts(curve: Any, walk: Any) -> dict[str, Any]:
+def rough_learning_facts(curve: Any, walk: Any, stairs: Any) -> dict[str, Any]:
     """Block 10's facts: the Go2's rough-terrain training (env steps, its mean terrain level at the
-    first and last point that logged one, and its highest) and the clean evaluation's success rate
-    per sub-terrain (``None`` where a file is missing or cut short)."""
-    curve, walk = curve or {}, walk or {}
+    first and last point that logged one, and its highest) and the clean evaluations' success rate
+    per sub-terrain, on slopes and 10 cm stairs (``walk``) and on stairs by riser height
+    (``stairs``; ``None`` where a file is missing or cut short)."""
+
+    def success(report: dict[str, Any]) -> dict[str, float] | None:
+        return {name: row.get("success_rate") for name, row in report.get("sub_terrains", {}).items()} or None
+
+    curve = curve or {}
     levels = [p["terrain/mean_level"] for p in curve.get("curve", []) if "terrain/mean_level" in p]
     return {
         "env_steps": curve.get("env_steps"),
         "mean_level_first": levels[0] if levels else None,
         "mean_level_last": levels[-1] if levels else None,
         "mean_level_max": max(levels) if levels else None,
-        "success_rate": {name: row.get("success_rate") for name, row in walk.get("sub_terrains", {}).items()} or None,
+        "success_rate": success(walk or {}),
+        "stairs_heights_success_rate": success(stairs or {}),
     }
 
 
@@ -363,8 +369,9 @@ def summary(work: Path) -> dict[str, Any]:
         facts["rough"] = {**doctor_facts(rough), "bench": bench_rows(_read(work / "bench_gpu_rough.json"))}
     curve = _read(work / "go2_velocity_rough_sac_gpu.json")
     walk = _read(work / "go2_velocity_rough_gpu_terrain_eval.json")
+    stairs = _read(work / "go2_velocity_rough_gpu_stairs_heights_eval.json")
     if curve is not None or walk is not None:  # block 10 (ROUGH_LEARNING=1) ran
-        facts["rough_learning"] = rough_learning_facts(curve, walk)
+        facts["rough_learning"] = rough_learning_facts(curve, walk, stairs)
     bundle = next((b for b in facts["blocks"] if b["block"] == "bundle"), {})
     # The NVRTC file Warp loaded (block 0), else the folder gpu_check.sh found it in or "missing".
     facts["nvrtc"] = (env or {}).get("nvrtc") or bundle.get("nvrtc")

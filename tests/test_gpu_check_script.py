@@ -251,6 +251,12 @@ def test_the_rough_learning_block_reports_levels_and_success_per_sub_terrain(tmp
     (tmp_path / "go2_velocity_rough_gpu_terrain_eval.json").write_text(json.dumps(walk))
     got = facts.summary(tmp_path)["rough_learning"]
     assert got["success_rate"] == {"stairs_up": 0.8125, "slope_down": 1.0}
+    assert got["stairs_heights_success_rate"] is None  # the stairs-by-height evaluation did not run
+    stairs = {"sub_terrains": {"stairs_up_4cm": {"success_rate": 1.0}, "stairs_up_10cm": {"success_rate": 0.25}}}
+    (tmp_path / "go2_velocity_rough_gpu_stairs_heights_eval.json").write_text(json.dumps(stairs))
+    got = facts.summary(tmp_path)["rough_learning"]
+    assert got["stairs_heights_success_rate"] == {"stairs_up_4cm": 1.0, "stairs_up_10cm": 0.25}
+    assert got["success_rate"] == {"stairs_up": 0.8125, "slope_down": 1.0}
 
 
 def test_the_rough_block_gets_facts_of_its_own(tmp_path) -> None:

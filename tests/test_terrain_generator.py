@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from omegaconf import OmegaConf
 
 from unilab_gpu.terrain import (
@@ -236,6 +237,23 @@ def test_pyramid_stairs_in_the_float32_grid():
     distinct = np.unique(row)
     assert len(distinct) == 5
     np.testing.assert_allclose(np.diff(distinct), 0.1, atol=1e-7)  # float32 rounding of 0.1 .. 0.4
+
+
+def test_the_stairs_heights_evaluation_grid_has_the_risers_its_columns_name():
+    """configs/terrain/stairs_heights_eval.yaml: from each centre platform along +x, the 5.8 m a
+    10 s walk at 0.5 m/s can reach rise (``stairs_up_Ncm``) or fall (``_down_``) by N cm per riser."""
+    path = Path(__file__).resolve().parents[1] / "configs" / "terrain" / "stairs_heights_eval.yaml"
+    grid = generate_terrain(yaml.safe_load(path.read_text()))
+    names = [f"stairs_{way}_{cm}cm" for way in ("up", "down") for cm in (4, 6, 8, 10)]
+    assert grid.column_types == tuple(names)
+    h = grid.horizontal_scale
+    for column, name in enumerate(names):
+        x, y, _ = grid.origins[0, column]
+        row = grid.heights[round((y - grid.y_min) / h), round((x - grid.x_min) / h) :][:59].astype(np.float64)
+        risers = np.diff(row)[np.abs(np.diff(row)) > 1e-6]
+        cm = int(name.split("_")[2][:-2])
+        assert len(risers) == 16, name  # (5.8 m - 1 m of platform) / 0.3 m treads
+        np.testing.assert_allclose(risers, (cm if "_up_" in name else -cm) / 100, atol=1e-6, err_msg=name)
 
 
 def test_discrete_obstacles_heights_and_clear_platform():
