@@ -320,8 +320,8 @@ def rough_learning_facts(curve: Any, walk: Any, stairs: Any) -> dict[str, Any]:
     per sub-terrain, on slopes and 10 cm stairs (``walk``) and on stairs by riser height
     (``stairs``; ``None`` where a file is missing or cut short)."""
 
-    def success(report: dict[str, Any]) -> dict[str, float] | None:
-        return {name: row.get("success_rate") for name, row in report.get("sub_terrains", {}).items()} or None
+    def success(report: Any) -> dict[str, float] | None:
+        return {name: row.get("success_rate") for name, row in (report or {}).get("sub_terrains", {}).items()} or None
 
     curve = curve or {}
     levels = [p["terrain/mean_level"] for p in curve.get("curve", []) if "terrain/mean_level" in p]
@@ -330,8 +330,8 @@ def rough_learning_facts(curve: Any, walk: Any, stairs: Any) -> dict[str, Any]:
         "mean_level_first": levels[0] if levels else None,
         "mean_level_last": levels[-1] if levels else None,
         "mean_level_max": max(levels) if levels else None,
-        "success_rate": success(walk or {}),
-        "stairs_heights_success_rate": success(stairs or {}),
+        "success_rate": success(walk),
+        "stairs_heights_success_rate": success(stairs),
     }
 
 

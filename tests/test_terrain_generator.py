@@ -244,16 +244,16 @@ def test_the_stairs_heights_evaluation_grid_has_the_risers_its_columns_name():
     10 s walk at 0.5 m/s can reach rise (``stairs_up_Ncm``) or fall (``_down_``) by N cm per riser."""
     path = Path(__file__).resolve().parents[1] / "configs" / "terrain" / "stairs_heights_eval.yaml"
     grid = generate_terrain(yaml.safe_load(path.read_text()))
-    names = [f"stairs_{way}_{cm}cm" for way in ("up", "down") for cm in (4, 6, 8, 10)]
-    assert grid.column_types == tuple(names)
+    columns = [(way, cm) for way in ("up", "down") for cm in (4, 6, 8, 10)]
+    assert grid.column_types == tuple(f"stairs_{way}_{cm}cm" for way, cm in columns)
     h = grid.horizontal_scale
-    for column, name in enumerate(names):
+    for column, (way, cm) in enumerate(columns):
         x, y, _ = grid.origins[0, column]
         row = grid.heights[round((y - grid.y_min) / h), round((x - grid.x_min) / h) :][:59].astype(np.float64)
-        risers = np.diff(row)[np.abs(np.diff(row)) > 1e-6]
-        cm = int(name.split("_")[2][:-2])
-        assert len(risers) == 16, name  # (5.8 m - 1 m of platform) / 0.3 m treads
-        np.testing.assert_allclose(risers, (cm if "_up_" in name else -cm) / 100, atol=1e-6, err_msg=name)
+        steps = np.diff(row)
+        risers = steps[np.abs(steps) > 1e-6]
+        assert len(risers) == 16, (way, cm)  # (5.8 m - 1 m of platform) / 0.3 m treads
+        np.testing.assert_allclose(risers, (cm if way == "up" else -cm) / 100, atol=1e-6, err_msg=f"{way} {cm} cm")
 
 
 def test_discrete_obstacles_heights_and_clear_platform():
