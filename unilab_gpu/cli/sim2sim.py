@@ -3,7 +3,7 @@
 Usage::
 
     unilab-sim2sim POLICY.onnx [--command vx,vy,wz] [--motion FILE] [--seconds S]
-                   [--video OUT.mp4] [--out report.json] [--model MJCF] [--force]
+                   [--video OUT.mp4] [--out report.json] [--model MJCF] [--force] [--format NAME]
                    [--terrain NAME|FILE.yaml] [--terrain-level L] [--terrain-column C | --sub-terrain NAME]
 
 The run itself is :func:`unilab_gpu.export.sim2sim.sim2sim` of a
@@ -35,6 +35,11 @@ sub-terrain ``--terrain-level`` (default: the top level) and ``--terrain-column`
 an evaluation terrain) replaces the ground for the run. ``--out`` and ``--video`` never replace an
 input of the run (the policy, ``--motion``, ``--model``, the terrain file), ``--force`` or not. The report's
 ``terrain`` names the ground and the start.
+
+A policy trained by another framework runs through its format (``--format holosoma``, or detected
+from its metadata; :mod:`unilab_gpu.deploy.foreign`): its observation, action map and default pose
+from the format's data, judged by the project task the format names; a tracking network that
+embeds its reference (a ``time_step`` input) follows that reference unless ``--motion`` is given.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from unilab_gpu.deploy.foreign import format_names
 from unilab_gpu.export.sim2sim import Scenario, sim2sim
 from unilab_gpu.export.sim2sim.report import write_report
 from unilab_gpu.paths import terrain_file
@@ -107,6 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="MJCF to run on (default: the project's model of the robot)")
     parser.add_argument("--force", action="store_true", help="replace existing --out / --video files")
     parser.add_argument(
+        "--format",
+        default=None,
+        choices=format_names(),
+        help="the policy file's format (default: detected from its metadata; foreign formats: docs/deploy.md)",
+    )
+    parser.add_argument(
         "--terrain",
         default=None,
         help="terrain name (configs/terrain/NAME.yaml) or file (a terrain: mapping) in place of the policy's terrain",
@@ -134,6 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             terrain_level=args.terrain_level,
             terrain_column=args.terrain_column,
             sub_terrain=args.sub_terrain,
+            format=args.format,
         )
         report = sim2sim(scenario, args.video, on_step=_Progress())
     except (ValueError, KeyError, FileNotFoundError) as error:  # DeploymentError and MotionFormatError are ValueErrors

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mujoco
 import numpy as np
@@ -22,6 +22,9 @@ from .model_check import actuator_ids, check_model, joint_addresses, root_addres
 from .policy_file import DeploymentError, PolicyFile
 from .reference import ReferenceMotion
 from .terms import Reader, TermContext, build_reader, command_kind
+
+if TYPE_CHECKING:  # for the annotation only
+    from .foreign import ForeignPolicy
 
 
 @dataclass(frozen=True)
@@ -46,12 +49,14 @@ class Controller:
         target = clip(offset + where(a >= 0, action_scale, action_scale_negative) * a, action_bounds)
 
     Args:
-      policy: the exported policy (:class:`PolicyFile`).
+      policy: the exported policy (:class:`PolicyFile`), or a foreign one (:class:`~.foreign.ForeignPolicy`).
       model: the MuJoCo model to run on (the robot's MJCF).
       reference: the motion a tracking policy follows (``None`` for other policies).
     """
 
-    def __init__(self, policy: PolicyFile, model: mujoco.MjModel, reference: ReferenceMotion | None = None) -> None:
+    def __init__(
+        self, policy: PolicyFile | ForeignPolicy, model: mujoco.MjModel, reference: ReferenceMotion | None = None
+    ) -> None:
         meta = policy.metadata
         check_model(model, meta)
         self.policy, self.model, self.metadata = policy, model, meta
@@ -157,7 +162,10 @@ class Controller:
 
     def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The bounded action ``(action_dim,)`` of the policy for ``obs`` and its joint targets."""
-        raw = self.policy(obs).astype(np.float64)
+        # A network with a time_step input (a foreign tracking format) is told the reference frame.
+        raw = (self.policy(obs, self.context.frame) if self.policy.reads_time_step else self.policy(obs)).astype(
+            np.float64
+        )
         action = np.clip(np.where(np.isfinite(raw), raw, 0.0), self.action_low, self.action_high)
         offset = self.action_offset if self.offset_columns is None else obs[self.offset_columns].astype(np.float64)
         scale = np.where(action >= 0, self.action_scale, self.action_scale_negative)

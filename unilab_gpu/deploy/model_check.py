@@ -102,12 +102,18 @@ def check_model(model: mujoco.MjModel, meta: dict[str, Any]) -> None:
 
 def _check_observed_joints(model: mujoco.MjModel, meta: dict[str, Any]) -> None:
     """The observed joints are the model's hinge and slide joints in model order (what the training
-    env observes), with the model keyframe's positions as their defaults."""
+    env observes), with the model keyframe's positions as their defaults; a foreign policy's
+    (metadata ``format``) are the same joints in its own order, with its own defaults."""
     scalar = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
     joints = [j for j in range(model.njnt) if int(model.jnt_type[j]) in scalar]
     names = [model.joint(j).name for j in joints]
     observed = meta["observed_joint_names"]
     joint_addresses(model, observed)  # names the joints the model lacks
+    if meta.get("format") is not None:  # a foreign policy: its own joint order and default pose, mapped by name
+        if sorted(observed) != sorted(names):
+            extra = sorted(set(names) - set(observed))[:4]
+            raise DeploymentError(f"MJCF does not match the policy: it observes none of the model's joints {extra}")
+        return
     if observed != names:
         i = next(
             (i for i, (a, b) in enumerate(zip(observed, names, strict=False)) if a != b), min(len(observed), len(names))

@@ -292,6 +292,10 @@ class PolicyFile:
         width differs from the metadata's ``observation_dim`` or ``action_dim``.
     """
 
+    reads_time_step = False
+    """An export's network reads the observation alone (a foreign tracking network also reads
+    ``time_step``, :class:`~.foreign.ForeignPolicy`)."""
+
     def __init__(self, path: str | os.PathLike, metadata: dict[str, Any] | None = None) -> None:
         self.path = Path(path)
         self._session = _session(path)

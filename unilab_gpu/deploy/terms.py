@@ -209,6 +209,49 @@ def height_scan(
     return read
 
 
+# Readers a foreign policy format names (``deploy/formats/*.json``, :mod:`.foreign`): quantities the
+# project's env terms do not observe in that cut (the root's body-frame angular velocity, parts of
+# the twist, one gait clock per foot as separate sine and cosine terms).
+
+
+def root_ang_vel_b(ctx: TermContext, term: str) -> Reader:
+    """The root's angular velocity in its own frame, ``(3,)`` rad/s: MuJoCo's free joint keeps it
+    that way in ``qvel[3:6]``."""
+    dof = int(ctx.model.jnt_dofadr[0])
+    return lambda data: data.qvel[dof + 3 : dof + 6].copy()
+
+
+def command_lin_vel(ctx: TermContext, term: str, command_name: str = "twist") -> Reader:
+    """``[v_x, v_y]`` of the velocity command, ``(2,)``."""
+    ctx.command(command_name, VELOCITY_COMMAND, term)
+    return lambda data: ctx.velocity_command[:2].astype(np.float64)
+
+
+def command_ang_vel(ctx: TermContext, term: str, command_name: str = "twist") -> Reader:
+    """``[omega_z]`` of the velocity command, ``(1,)``."""
+    ctx.command(command_name, VELOCITY_COMMAND, term)
+    return lambda data: ctx.velocity_command[2:].astype(np.float64)
+
+
+def _phase(wave: Callable[[np.ndarray], np.ndarray]) -> Callable[..., Reader]:
+    def build(
+        ctx: TermContext, term: str, phase_offsets: list[float], lead: float = 0.0, command_name: str = "twist"
+    ) -> Reader:
+        ctx.command(command_name, VELOCITY_COMMAND, term)
+        offsets = np.asarray(phase_offsets, dtype=np.float64) + float(lead)
+        return lambda data: wave(ctx.phase + offsets)
+
+    build.__doc__ = (
+        f"``{wave.__name__}(phase + lead + phase_offsets)``, one per foot: ``lead`` is what a framework that "
+        "advances its clock before observing has added by the time it observes."
+    )
+    return build
+
+
+phase_sin = _phase(np.sin)
+phase_cos = _phase(np.cos)
+
+
 TERMS: dict[str, Callable[..., Reader]] = {
     "unilab_gpu.envs.mdp.observations.joint_pos_rel": joint_pos_rel,
     "unilab_gpu.envs.mdp.observations.joint_vel": joint_vel,
@@ -221,11 +264,16 @@ TERMS: dict[str, Callable[..., Reader]] = {
     "unilab_gpu.tasks.tracking.observations.motion_command": motion_command,
     "unilab_gpu.tasks.tracking.observations.motion_anchor_pos_b": motion_anchor_pos_b,
     "unilab_gpu.tasks.tracking.observations.motion_anchor_ori_b": motion_anchor_ori_b,
+    "unilab_gpu.deploy.terms.root_ang_vel_b": root_ang_vel_b,
+    "unilab_gpu.deploy.terms.command_lin_vel": command_lin_vel,
+    "unilab_gpu.deploy.terms.command_ang_vel": command_ang_vel,
+    "unilab_gpu.deploy.terms.phase_sin": phase_sin,
+    "unilab_gpu.deploy.terms.phase_cos": phase_cos,
 }
 """The env term's dotted path (``func`` in the metadata) -> its reader builder
 ``build(ctx, term_name, **params)``: the terms of the velocity and tracking policy groups, and the
-height scan a rough-terrain policy may read.
-User modules add theirs (:mod:`.registry`, ``OBSERVATIONS``)."""
+height scan a rough-terrain policy may read; ``unilab_gpu.deploy.terms.*``: the runtime's own
+readers, which foreign formats name (:mod:`.foreign`). User modules add theirs (:mod:`.registry`, ``OBSERVATIONS``)."""
 
 
 def build_reader(ctx: TermContext, term: dict[str, Any]) -> Reader:

@@ -24,8 +24,9 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from unilab_gpu.deploy import Controller, DeploymentError, PolicyFile, ReferenceMotion
+from unilab_gpu.deploy import Controller, DeploymentError, ReferenceMotion
 from unilab_gpu.deploy.controller import command_of
+from unilab_gpu.deploy.foreign import ForeignPolicy, open_policy
 from unilab_gpu.deploy.physics import apply_physics_options
 from unilab_gpu.deploy.terminations import fall_check_builders
 from unilab_gpu.envs.env_cfg import EnvCfg, RobotCfg
@@ -58,6 +59,8 @@ class Scenario:
       terrain: a terrain name or file in place of the metadata's ground (:func:`.terrain.choose_terrain`).
       terrain_level, terrain_column, sub_terrain: the sub-terrain a velocity policy starts on (the
         level; the column, or the first column of that type).
+      format: the policy file's format: ``unilab`` (an export) or a foreign format
+        (:func:`~unilab_gpu.deploy.foreign.format_names`); ``None``: detected from its metadata.
     """
 
     policy_path: str | Path
@@ -69,6 +72,7 @@ class Scenario:
     terrain_level: int | None = None
     terrain_column: int | None = None
     sub_terrain: str | None = None
+    format: str | None = None
 
     def prepare(self, announce: Callable[[str], None] = print) -> PreparedScenario:
         """Load the policy and build what its run simulates; ``announce`` receives the line saying that
@@ -77,7 +81,7 @@ class Scenario:
         Raises:
           DeploymentError: one line naming the option or the metadata field at fault.
         """
-        policy = PolicyFile(self.policy_path)
+        policy = open_policy(self.policy_path, self.format)
         meta = policy.metadata
         kind = policy_kind(meta)
         mjcf = robot_mjcf(meta, self.model_path)
@@ -91,7 +95,11 @@ class Scenario:
             raise DeploymentError("--command vx,vy,wz is required for a velocity policy")
         if kind == "tracking" and self.command is not None:
             raise DeploymentError("--command applies to velocity policies; this one follows a motion (--motion)")
-        loaded = load_reference(meta, model, self.motion, self.policy_path)
+        embedded = policy.embedded_reference(model) if isinstance(policy, ForeignPolicy) else None
+        if embedded is not None and self.motion is None:  # a foreign tracking network's own reference
+            loaded = embedded, f"embedded in the policy file ({embedded.num_frames} frames, time_step)"
+        else:
+            loaded = load_reference(meta, model, self.motion, self.policy_path)
         reference, motion_name = loaded if loaded is not None else (None, None)
         controller = Controller(policy, model, reference)
         seconds = self.seconds

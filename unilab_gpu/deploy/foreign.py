@@ -1,0 +1,342 @@
+"""Policies trained by other frameworks, run by this runtime: their conventions as data.
+
+A foreign ONNX file carries no ``unilab-export`` metadata, only what its framework's own deploy
+code needs (joint names, gains, perhaps command ranges); the rest of its contract lives in that
+framework's code. A *format* (``formats/<name>.json``) writes that contract down once:
+
+- ``detect.metadata_keys``: the metadata keys that identify a file of the format;
+- ``metadata``: where the joint order, actuator names, ``kp``/``kd`` and command ranges sit in the
+  file's metadata (JSON values, by key);
+- ``default_joint_pos``, ``effort_limit``: by joint name (mapped onto the file's joint order);
+- ``control_dt``, ``physics_dt``, ``action_clip`` (the raw action is clipped to ``+-action_clip``
+  and that clipped action is what the next observation's ``actions`` term shows);
+- ``concatenation``: ``sorted_names`` (terms concatenated in the alphabetical order of their
+  names, whatever order a preset lists them in) or ``listed``;
+- per ``kinds`` entry (``velocity`` or ``tracking``): the network's ``inputs`` and ``outputs`` by
+  role (a file's input names pick its kind), the project task whose failure terminations judge it
+  (``judged_as_task``), the ``action_scale`` rule (``scalar``: ``value x action``;
+  ``effort_limit_over_kp``: ``value x effort_limit / kp`` per joint), a gait ``phase`` clock
+  (period, per-foot offsets, whether the framework advances it before observing), a tracking
+  policy's ``anchor_body`` and ``tracked_bodies``, and the observation ``terms``: name, ``dim``,
+  ``scale`` and the runtime ``reader`` (a key of :data:`.terms.TERMS`).
+
+:class:`ForeignPolicy` turns a file and its format into the metadata :class:`~.controller.Controller`
+reads (``format`` names it), so the control step, the checks of the MJCF and sim-to-sim are the
+project's own. A tracking format's network takes a ``time_step`` input (the controller passes the
+reference frame) and returns the reference it was trained on: :meth:`ForeignPolicy.embedded_reference`
+sweeps ``time_step`` to read it out, the robot's bodies from the MJCF's kinematics.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from .policy_file import METADATA_VERSION, DeploymentError, PolicyFile, _session, check_metadata
+from .reference import ReferenceMotion
+from .rotations import quat_conjugate, quat_mul, rotate
+from .terms import MOTION_COMMAND, TERMS, VELOCITY_COMMAND
+
+FORMATS = Path(__file__).with_name("formats")
+"""The folder of the format files, one ``<name>.json`` each."""
+
+NATIVE = "unilab"
+"""The format name of the project's own exports (``unilab-export`` metadata)."""
+
+MAX_EMBEDDED_FRAMES = 1_000_000
+"""The most frames :meth:`ForeignPolicy.embedded_reference` sweeps before giving up (5.5 h at 50 Hz)."""
+
+
+def format_names() -> list[str]:
+    """The formats this runtime describes: :data:`NATIVE` and every ``formats/<name>.json``."""
+    return [NATIVE, *sorted(path.stem for path in FORMATS.glob("*.json"))]
+
+
+def read_format(name: str) -> dict[str, Any]:
+    """The format ``name`` (``formats/<name>.json``).
+
+    Raises:
+      DeploymentError: no such format (the known ones listed).
+    """
+    path = FORMATS / f"{name}.json"
+    if name == NATIVE or not path.is_file():
+        raise DeploymentError(f"--format: '{name}' is not a foreign policy format; known: {format_names()}")
+    return json.loads(path.read_text())
+
+
+def detect_format(raw: dict[str, str]) -> str | None:
+    """The format of a file whose raw metadata is ``raw`` (key -> string): :data:`NATIVE` for an
+    ``unilab-export`` file, else the first format whose ``detect.metadata_keys`` are all there, else ``None``."""
+    if "metadata_version" in raw:
+        return NATIVE
+    for name in format_names()[1:]:
+        if all(key in raw for key in read_format(name)["detect"]["metadata_keys"]):
+            return name
+    return None
+
+
+def open_policy(path: str | os.PathLike, format_name: str | None = None) -> PolicyFile | ForeignPolicy:
+    """The policy file at ``path`` in ``format_name`` (``None``: detected from its metadata).
+
+    Raises:
+      DeploymentError: a file of no format this runtime describes, in one line.
+    """
+    if format_name is None:
+        format_name = detect_format(_session(path).get_modelmeta().custom_metadata_map)
+        if format_name is None:
+            known = {name: read_format(name)["detect"]["metadata_keys"] for name in format_names()[1:]}
+            raise DeploymentError(
+                f"{path}: no format describes this policy: no unilab-export metadata (metadata_version) and not the "
+                f"metadata keys of a foreign format {known}; export it with unilab-export, or add a format "
+                "(docs/deploy.md, foreign formats)"
+            )
+    if format_name == NATIVE:
+        return PolicyFile(path)
+    return ForeignPolicy(path, format_name)
+
+
+class ForeignPolicy:
+    """A policy file of a foreign format (:mod:`.foreign`), with the metadata the controller reads.
+
+    ``policy(obs)`` maps ``(observation_dim,)`` float32 to the action ``(action_dim,)``;
+    ``policy(obs, time_step)`` for a network that takes a ``time_step`` input
+    (:attr:`reads_time_step`).
+
+    Raises:
+      DeploymentError: the format has no kind with the file's inputs, the metadata lacks a key the
+        format reads, or the terms do not fill the network's input.
+    """
+
+    def __init__(self, path: str | os.PathLike, format_name: str) -> None:
+        self.path = Path(path)
+        self.format = fmt = read_format(format_name)
+        self._session = _session(path)
+        raw = self._session.get_modelmeta().custom_metadata_map
+        inputs = {node.name: node for node in self._session.get_inputs()}
+        kinds = {kind: sorted(spec["inputs"].values()) for kind, spec in fmt["kinds"].items()}
+        matching = [kind for kind, names in kinds.items() if names == sorted(inputs)]
+        if not matching:
+            raise DeploymentError(
+                f"{path}: the network's inputs {sorted(inputs)} fit no kind of format '{format_name}' ({kinds})"
+            )
+        self.kind = matching[0]
+        spec = fmt["kinds"][self.kind]
+        self._inputs, self._outputs = spec["inputs"], spec["outputs"]
+        self.reads_time_step = "time_step" in self._inputs
+        self.metadata = _metadata(fmt, self.kind, _values(raw, fmt, path), path)
+        check_metadata(self.metadata, path)
+        width = inputs[self._inputs["observation"]].shape[-1]
+        if isinstance(width, int) and width != self.metadata["observation_dim"]:
+            terms = {t["name"]: t["dim"] for t in spec["terms"]}
+            raise DeploymentError(
+                f"{path}: the network reads {width} columns; format '{format_name}' ({self.kind}) describes "
+                f"{self.metadata['observation_dim']} ({terms})"
+            )
+
+    def __call__(self, obs: np.ndarray, time_step: int = 0) -> np.ndarray:
+        feed = {self._inputs["observation"]: np.asarray(obs, dtype=np.float32).reshape(1, -1)}
+        if self.reads_time_step:
+            feed[self._inputs["time_step"]] = np.array([[time_step]], dtype=np.float32)
+        return self._session.run([self._outputs["action"]], feed)[0].reshape(-1)
+
+    def _reference_at(self, time_step: int) -> list[np.ndarray]:
+        """The network's reference outputs at ``time_step``: joint positions and velocities (the
+        file's joint order), the anchor's position and its quaternion xyzw."""
+        names = [self._outputs[key] for key in ("joint_pos", "joint_vel", "anchor_pos", "anchor_quat_xyzw")]
+        feed = {
+            self._inputs["observation"]: np.zeros((1, self.metadata["observation_dim"]), dtype=np.float32),
+            self._inputs["time_step"]: np.array([[time_step]], dtype=np.float32),
+        }
+        return [np.asarray(value, dtype=np.float64).reshape(-1) for value in self._session.run(names, feed)]
+
+    def embedded_reference(self, model: mujoco.MjModel) -> ReferenceMotion | None:
+        """The reference a tracking network embeds behind its ``time_step`` input (``None`` for
+        other kinds), at the control rate: frames ``0, 1, ...`` up to the first that equals the
+        frame the network holds past its end. The root (the MJCF's free body) is placed so that the
+        anchor body has the network's anchor pose given the joints; every body's pose comes from
+        the MJCF's kinematics; root velocities are finite differences (central inside).
+
+        Raises:
+          DeploymentError: the reference never stops changing within :data:`MAX_EMBEDDED_FRAMES`.
+        """
+        if not self.reads_time_step:
+            return None
+        meta = self.metadata
+        held = self._reference_at(2**24 - 1)  # the largest integer float32 holds exactly
+        frames = []
+        while True:
+            frames.append(self._reference_at(len(frames)))
+            if all(np.array_equal(a, b) for a, b in zip(frames[-1], held, strict=True)):
+                break
+            if len(frames) >= MAX_EMBEDDED_FRAMES:
+                raise DeploymentError(f"{self.path}: the embedded reference still changes at time_step {len(frames)}")
+        joint_pos, joint_vel, anchor_pos, anchor_xyzw = (np.stack(column) for column in zip(*frames, strict=True))
+        anchor_quat = anchor_xyzw[:, [3, 0, 1, 2]]
+        anchor_quat /= np.linalg.norm(anchor_quat, axis=1, keepdims=True)
+        joints = meta["observed_joint_names"]
+        qpos_adr = model.jnt_qposadr[[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in joints]]
+        anchor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, meta["commands"]["motion"]["params"]["anchor_body"])
+        root = int(model.jnt_qposadr[0])
+        data = mujoco.MjData(model)
+        count, bodies = len(frames), model.nbody - 1
+        root_pos, root_quat = np.zeros((count, 3)), np.zeros((count, 4))
+        body_pos, body_quat = np.zeros((count, bodies, 3)), np.zeros((count, bodies, 4))
+        for k in range(count):
+            data.qpos[:] = model.qpos0
+            data.qpos[qpos_adr] = joint_pos[k]
+            data.qpos[root : root + 7] = [0, 0, 0, 1, 0, 0, 0]
+            mujoco.mj_kinematics(model, data)
+            # anchor_w = root_w * anchor_in_root, so root_w = anchor_w * inverse(anchor_in_root)
+            root_quat[k] = quat_mul(anchor_quat[k], quat_conjugate(data.xquat[anchor]))
+            root_pos[k] = anchor_pos[k] - rotate(root_quat[k], data.xpos[anchor])
+            data.qpos[root : root + 3], data.qpos[root + 3 : root + 7] = root_pos[k], root_quat[k]
+            mujoco.mj_kinematics(model, data)
+            body_pos[k], body_quat[k] = data.xpos[1:], data.xquat[1:]
+        fps = 1.0 / meta["control_dt"]
+        return ReferenceMotion(
+            fps,
+            joints,
+            [model.body(b).name for b in range(1, model.nbody)],
+            joint_pos=joint_pos,
+            joint_vel=joint_vel,
+            root_pos=root_pos,
+            root_quat=root_quat,
+            root_lin_vel=np.gradient(root_pos, axis=0) * fps if count > 1 else np.zeros((1, 3)),
+            root_ang_vel=_angular_velocity(root_quat, fps),
+            body_pos_w=body_pos,
+            body_quat_w=body_quat,
+        )
+
+
+def _values(raw: dict[str, str], fmt: dict[str, Any], path: str | os.PathLike) -> dict[str, Any]:
+    """The file's metadata values the format reads, by role (``metadata`` of the format)."""
+    values = {}
+    for role, key in fmt["metadata"].items():
+        if key not in raw:
+            if role == "command_ranges":
+                values[role] = None
+                continue
+            raise DeploymentError(f"{path}: metadata lacks '{key}' (format '{fmt['name']}' reads its {role} there)")
+        try:
+            values[role] = json.loads(raw[key])
+        except json.JSONDecodeError:
+            raise DeploymentError(f"{path}: metadata '{key}' is not JSON: {raw[key][:60]!r}") from None
+    return values
+
+
+def _by_joint(fmt: dict[str, Any], key: str, joints: list[str], path: str | os.PathLike) -> list[float]:
+    table = fmt[key]
+    missing = [name for name in joints if name not in table]
+    if missing:
+        raise DeploymentError(f"{path}: format '{fmt['name']}' gives no {key} for joints {missing[:4]}")
+    return [float(table[name]) for name in joints]
+
+
+def _metadata(fmt: dict[str, Any], kind: str, values: dict[str, Any], path: str | os.PathLike) -> dict[str, Any]:
+    """The runtime metadata (docs/export.md) of a file of format ``fmt`` and ``kind``."""
+    spec = fmt["kinds"][kind]
+    joints = [str(name) for name in values["joint_names"]]
+    n = len(joints)
+    defaults = _by_joint(fmt, "default_joint_pos", joints, path)
+    effort = _by_joint(fmt, "effort_limit", joints, path)
+    kp, kd = [float(v) for v in values["stiffness"]], [float(v) for v in values["damping"]]
+    rule = spec["action_scale"]
+    if rule["rule"] == "scalar":
+        scale = [float(rule["value"])] * n
+    elif rule["rule"] == "effort_limit_over_kp":
+        if len(kp) != n:
+            raise DeploymentError(f"{path}: metadata kp has {len(kp)} entries, expected {n} (one per joint)")
+        scale = [float(rule["value"]) * e / p for e, p in zip(effort, kp, strict=True)]
+    else:
+        raise DeploymentError(
+            f"format '{fmt['name']}': action_scale rule '{rule['rule']}' is not scalar or effort_limit_over_kp"
+        )
+    control_dt, physics_dt = float(fmt["control_dt"]), float(fmt["physics_dt"])
+    if kind == "velocity":
+        phase = spec["phase"]
+        commands = {"twist": {"func": VELOCITY_COMMAND, "params": {"gait_frequency": 1.0 / phase["period_s"]}}}
+        lead = 2.0 * math.pi * control_dt / phase["period_s"] if phase["advanced_before_observing"] else 0.0
+        phase_params = {"phase_offsets": phase["foot_offsets"], "lead": lead}
+    else:
+        params = {"anchor_body": spec["anchor_body"], "body_names": spec["tracked_bodies"], "motion_files": []}
+        commands, phase_params = {"motion": {"func": MOTION_COMMAND, "params": params}}, {}
+    terms = spec["terms"] if fmt["concatenation"] == "listed" else sorted(spec["terms"], key=lambda t: t["name"])
+    observation_terms, column = [], 0
+    for term in terms:
+        func = term["reader"]
+        if func not in TERMS:
+            raise DeploymentError(
+                f"format '{fmt['name']}': term '{term['name']}' names reader {func}, which the runtime lacks"
+            )
+        params = phase_params if func.endswith((".phase_sin", ".phase_cos")) else {}
+        dim = int(term["dim"])
+        observation_terms.append(
+            {
+                "name": term["name"],
+                "func": func,
+                "params": dict(params),
+                "dim": dim,
+                "history": 1,
+                "start": column,
+                "stop": column + dim,
+                "scale": float(term["scale"]),
+                "clip": None,
+            }
+        )
+        column += dim
+    clip = float(fmt["action_clip"])
+    return {
+        "metadata_version": METADATA_VERSION,
+        "format": fmt["name"],
+        "format_kind": kind,
+        "task": spec["judged_as_task"],
+        "env_overrides": [],
+        "algo": f"{fmt['name']} {kind}",
+        "robot_model": fmt["robot_model"],
+        "keyframe": fmt["keyframe"],
+        "observation_dim": column,
+        "observation_terms": observation_terms,
+        "commands": commands,
+        "command_ranges": values.get("command_ranges"),
+        "observed_joint_names": joints,
+        "observed_default_joint_pos": defaults,
+        "action_dim": n,
+        "action_kind": "joint_position",
+        "joint_names": joints,
+        "actuator_names": [str(name) for name in values["actuator_names"]],
+        "action_low": [-clip] * n,
+        "action_high": [clip] * n,
+        "action_scale": scale,
+        "action_scale_negative": scale,
+        "action_offset": defaults,
+        "action_offset_observation_columns": None,
+        "action_bounds": [[None, None]] * n,
+        "stiffness": kp,
+        "damping": kd,
+        "effort_limit": effort,
+        "control_dt": control_dt,
+        "physics_dt": physics_dt,
+        "decimation": round(control_dt / physics_dt),
+        "terrain": None,
+        "terrain_sha256": None,
+        "physics": None,
+    }
+
+
+def _angular_velocity(quat: np.ndarray, fps: float) -> np.ndarray:
+    """World-frame angular velocity ``(T, 3)`` of wxyz orientations ``(T, 4)`` at ``fps``: the
+    rotation from each frame to the next over one frame's time (the last frame repeats the one before)."""
+    out = np.zeros((len(quat), 3))
+    for k in range(len(quat) - 1):
+        delta = np.zeros(3)
+        mujoco.mju_subQuat(delta, quat[k + 1], quat[k])  # body frame of quat[k]
+        out[k] = rotate(quat[k], delta) * fps
+    if len(quat) > 1:
+        out[-1] = out[-2]
+    return out
