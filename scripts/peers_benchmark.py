@@ -58,8 +58,12 @@ TRACKING = {
     "holosoma FastSAC": (str(PEERS / "fastsac_g1_29dof_dancing.onnx"), "holosoma", None),
     "holosoma PPO": (str(PEERS / "ppo_g1_29dof_dancing.onnx"), "holosoma", None),
 }
-COMMANDS = {"forward 0.5": [0.5, 0.0, 0.0], "backward 0.3": [-0.3, 0.0, 0.0], "sideways 0.3": [0.0, 0.3, 0.0],
-            "turning 0.5": [0.0, 0.0, 0.5]}  # fmt: skip
+COMMANDS = {
+    "forward 0.5": [0.5, 0.0, 0.0],
+    "backward 0.3": [-0.3, 0.0, 0.0],
+    "sideways 0.3": [0.0, 0.3, 0.0],
+    "turning 0.5": [0.0, 0.0, 0.5],
+}
 PUSH_START_S, PUSH_EVERY_S, PUSH_MPS = 2.0, 4.0, 0.5
 PUSH_DIRECTIONS = ((1.0, 0.0), (0.0, 1.0), (-1.0, 0.0), (0.0, -1.0))
 WINDOW_S = 10.0
@@ -86,8 +90,15 @@ def locomotion_case(path: str, fmt: str | None, command: list[float], seconds: f
             pushes.append(round(t, 3))
 
     result = run.run(prepared.seconds, on_step=kick)
-    keys = ("falls", "lin_vel_error_mps", "yaw_rate_error_radps", "lin_vel_x_mps", "lin_vel_y_mps", "yaw_rate_radps",
-            "peak_torque_over_limit")  # fmt: skip
+    keys = (
+        "falls",
+        "lin_vel_error_mps",
+        "yaw_rate_error_radps",
+        "lin_vel_x_mps",
+        "lin_vel_y_mps",
+        "yaw_rate_radps",
+        "peak_torque_over_limit",
+    )
     fall_seconds = [row["second"] for row in result["per_second"] if row["falls"]]
     return {key: result["summary"][key] for key in keys} | {"pushes_s": pushes, "seconds_with_falls": fall_seconds}
 
@@ -152,8 +163,12 @@ class TrackingHarness:
             robot["quat"].append(data.xquat[self.bodies].copy())
             robot["q"].append(data.qpos[ctl.context.joint_qpos].copy())
             robot["qd"].append(data.qvel[ctl.context.joint_qvel].copy())
-        out: dict[str, Any] = {"start_frame": frame, "success": failed_at is None, "failed_at_frame": failed_at,
-                               "seconds_to_first_failure": None if failed_at is None else (failed_at - frame) / ref.fps}  # fmt: skip
+        out: dict[str, Any] = {
+            "start_frame": frame,
+            "success": failed_at is None,
+            "failed_at_frame": failed_at,
+            "seconds_to_first_failure": None if failed_at is None else (failed_at - frame) / ref.fps,
+        }
         if frames:
             f = np.asarray(frames)
             as_t = lambda a: torch.as_tensor(np.asarray(a))  # noqa: E731
@@ -164,7 +179,7 @@ class TrackingHarness:
                     as_t(ref.body_quat_w[f][:, self.columns]),
                     as_t(ref.joint_pos[f]),
                     as_t(ref.joint_vel[f]),
-                ),  # fmt: skip
+                ),
                 self.anchor,
                 self.end_effectors,
             )
@@ -200,8 +215,10 @@ def summarize(trials: list[dict[str, Any]], fps: float, frames: int) -> dict[str
         failed_here = sum(
             1 for t in trials if t["failed_at_frame"] is not None and w <= t["failed_at_frame"] < w + window
         )
-        windows.append({"seconds": [w / fps, min(w + window, frames) / fps], "first_failures": failed_here}
-                       | means((frame >= w) & (frame < w + window)))  # fmt: skip
+        windows.append(
+            {"seconds": [w / fps, min(w + window, frames) / fps], "first_failures": failed_here}
+            | means((frame >= w) & (frame < w + window))
+        )
     per_trial = [{k: v for k, v in t.items() if k != "per_step"} for t in trials]
     return {"overall": overall, "windows": windows, "trials": per_trial}
 
@@ -209,16 +226,22 @@ def summarize(trials: list[dict[str, Any]], fps: float, frames: int) -> dict[str
 def tracking_rows(name: str, harness: TrackingHarness, trials: int, seconds: float | None) -> dict[str, Any]:
     ref = harness.reference
     frames = ref.num_frames if seconds is None else min(ref.num_frames, round(seconds * ref.fps) + 1)
-    out = {"motion": harness.motion_name, "frames": ref.num_frames, "evaluated_frames": frames,
-           "falls_are": harness.falls_are}  # fmt: skip
+    out = {
+        "motion": harness.motion_name,
+        "frames": ref.num_frames,
+        "evaluated_frames": frames,
+        "falls_are": harness.falls_are,
+    }
     for set_name, spread in (("start", False), ("spread", True)):
         starts = start_frames([frames], trials, spread)[1].tolist()
         began = time.perf_counter()
         results = [harness.trial(f, k, frames - 1) for k, f in enumerate(starts)]
         out[set_name] = summarize(results, ref.fps, frames)
         o = out[set_name]["overall"]
-        print(f"  {name} {set_name}: success {o['success_rate']:.2f}, MPKPE {o['mpkpe_m']}, "
-              f"{time.perf_counter() - began:.0f} s")  # fmt: skip
+        print(
+            f"  {name} {set_name}: success {o['success_rate']:.2f}, MPKPE {o['mpkpe_m']}, "
+            f"{time.perf_counter() - began:.0f} s"
+        )
     return out
 
 
@@ -237,9 +260,14 @@ def plot(result: dict[str, Any]) -> bytes:
         bars = axes[0].bar(np.arange(len(commands)) + i * width, values, width, label=name)
         for bar, c in zip(bars, commands, strict=True):
             falls = loco[name]["commands"][c]["falls"] + loco[name]["pushed"][c]["falls"]
-            axes[0].annotate(f"{loco[name]['commands'][c]['falls']}/{loco[name]['pushed'][c]['falls']}",
-                             (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
-                             fontsize=7, color="red" if falls else "black")  # fmt: skip
+            axes[0].annotate(
+                f"{loco[name]['commands'][c]['falls']}/{loco[name]['pushed'][c]['falls']}",
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                color="red" if falls else "black",
+            )
     axes[0].set_xticks(np.arange(len(commands)) + 0.4 - width / 2, commands)
     axes[0].set_ylabel("planar velocity error (m/s)")
     axes[0].set_title("Locomotion, 20 s per command (labels: falls / falls with pushes)")
@@ -285,8 +313,10 @@ def main(argv: list[str] | None = None) -> int:
             for label, command in COMMANDS.items():
                 for key, push in (("commands", False), ("pushed", True)):
                     row[key][label] = case = locomotion_case(path, fmt, command, args.seconds, push)
-                    print(f"  {name} {label}{' pushed' if push else ''}: falls {case['falls']}, "
-                          f"planar {case['lin_vel_error_mps']:.3f}, yaw {case['yaw_rate_error_radps']:.3f}")  # fmt: skip
+                    print(
+                        f"  {name} {label}{' pushed' if push else ''}: falls {case['falls']}, "
+                        f"planar {case['lin_vel_error_mps']:.3f}, yaw {case['yaw_rate_error_radps']:.3f}"
+                    )
             flag = f" --format {fmt}" if fmt else ""
             row["sim2sim_command"] = f"unilab-sim2sim {path}{flag} --command VX,VY,WZ --seconds {args.seconds:g}"
             result["locomotion"][name] = row
