@@ -15,10 +15,11 @@ framework's code. A *format* (``formats/<name>.json``) writes that contract down
 - per ``kinds`` entry (``velocity`` or ``tracking``): the network's ``inputs`` and ``outputs`` by
   role (a file's input names pick its kind), the project task whose failure terminations judge it
   (``judged_as_task``), the ``action_scale`` rule (``scalar``: ``value x action``;
-  ``effort_limit_over_kp``: ``value x effort_limit / kp`` per joint), a gait ``phase`` clock
-  (period, per-foot offsets, whether the framework advances it before observing), a tracking
-  policy's ``anchor_body`` and ``tracked_bodies``, and the observation ``terms``: name, ``dim``,
-  ``scale`` and the runtime ``reader`` (a key of :data:`.terms.TERMS`).
+  ``effort_limit_over_kp``: ``value x effort_limit / kp`` per joint), a velocity policy's
+  ``gait_period_s``, a tracking policy's ``anchor_body`` and ``tracked_bodies``, and the
+  observation ``terms``: name, ``dim``, ``scale``, the runtime ``reader`` (a key of
+  :data:`.terms.TERMS`) and its ``params`` (e.g. the gait clock's per-foot offsets and
+  ``lead_steps``: 1 where the framework advances its clock before observing).
 
 :class:`ForeignPolicy` turns a file and its format into the metadata :class:`~.controller.Controller`
 reads (``format`` names it), so the control step, the checks of the MJCF and sim-to-sim are the
@@ -30,7 +31,6 @@ sweeps ``time_step`` to read it out, the robot's bodies from the MJCF's kinemati
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -160,7 +160,7 @@ class ForeignPolicy:
         other kinds), at the control rate: frames ``0, 1, ...`` up to the first that equals the
         frame the network holds past its end. The root (the MJCF's free body) is placed so that the
         anchor body has the network's anchor pose given the joints; every body's pose comes from
-        the MJCF's kinematics; root velocities are finite differences (central inside).
+        the MJCF's kinematics; root velocities are finite differences.
 
         Raises:
           DeploymentError: the reference never stops changing within :data:`MAX_EMBEDDED_FRAMES`.
@@ -259,13 +259,10 @@ def _metadata(fmt: dict[str, Any], kind: str, values: dict[str, Any], path: str 
         )
     control_dt, physics_dt = float(fmt["control_dt"]), float(fmt["physics_dt"])
     if kind == "velocity":
-        phase = spec["phase"]
-        commands = {"twist": {"func": VELOCITY_COMMAND, "params": {"gait_frequency": 1.0 / phase["period_s"]}}}
-        lead = 2.0 * math.pi * control_dt / phase["period_s"] if phase["advanced_before_observing"] else 0.0
-        phase_params = {"phase_offsets": phase["foot_offsets"], "lead": lead}
+        commands = {"twist": {"func": VELOCITY_COMMAND, "params": {"gait_frequency": 1.0 / spec["gait_period_s"]}}}
     else:
         params = {"anchor_body": spec["anchor_body"], "body_names": spec["tracked_bodies"], "motion_files": []}
-        commands, phase_params = {"motion": {"func": MOTION_COMMAND, "params": params}}, {}
+        commands = {"motion": {"func": MOTION_COMMAND, "params": params}}
     terms = spec["terms"] if fmt["concatenation"] == "listed" else sorted(spec["terms"], key=lambda t: t["name"])
     observation_terms, column = [], 0
     for term in terms:
@@ -274,13 +271,12 @@ def _metadata(fmt: dict[str, Any], kind: str, values: dict[str, Any], path: str 
             raise DeploymentError(
                 f"format '{fmt['name']}': term '{term['name']}' names reader {func}, which the runtime lacks"
             )
-        params = phase_params if func.endswith((".phase_sin", ".phase_cos")) else {}
         dim = int(term["dim"])
         observation_terms.append(
             {
                 "name": term["name"],
                 "func": func,
-                "params": dict(params),
+                "params": dict(term.get("params", {})),
                 "dim": dim,
                 "history": 1,
                 "start": column,

@@ -235,15 +235,16 @@ def command_ang_vel(ctx: TermContext, term: str, command_name: str = "twist") ->
 
 def _phase(wave: Callable[[np.ndarray], np.ndarray]) -> Callable[..., Reader]:
     def build(
-        ctx: TermContext, term: str, phase_offsets: list[float], lead: float = 0.0, command_name: str = "twist"
+        ctx: TermContext, term: str, phase_offsets: list[float], lead_steps: int = 0, command_name: str = "twist"
     ) -> Reader:
-        ctx.command(command_name, VELOCITY_COMMAND, term)
-        offsets = np.asarray(phase_offsets, dtype=np.float64) + float(lead)
+        frequency = ctx.command(command_name, VELOCITY_COMMAND, term).get("gait_frequency", 0.0)
+        lead = 2.0 * math.pi * frequency * ctx.metadata["control_dt"] * lead_steps
+        offsets = np.asarray(phase_offsets, dtype=np.float64) + lead
         return lambda data: wave(ctx.phase + offsets)
 
     build.__doc__ = (
-        f"``{wave.__name__}(phase + lead + phase_offsets)``, one per foot: ``lead`` is what a framework that "
-        "advances its clock before observing has added by the time it observes."
+        f"``{wave.__name__}(phase + phase_offsets)`` per foot, ``(len(phase_offsets),)``, the clock read "
+        "``lead_steps`` control steps ahead (a framework that advances its clock before observing reads it 1 ahead)."
     )
     return build
 
