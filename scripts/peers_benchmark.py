@@ -3,7 +3,9 @@
 Usage::
 
     python scripts/peers_benchmark.py --out docs/benchmarks/peers/peers.json --png docs/benchmarks/peers/peers.png
-    python scripts/peers_benchmark.py ... --tracker ours.onnx --tracker-motion dance.npz   # adds our tracker
+    python scripts/peers_benchmark.py --out docs/benchmarks/peers/peers.json --png docs/benchmarks/peers/peers.png \\
+        --markdown docs/benchmarks/peers/tables.md --merge --force --skip-locomotion --skip-peer-tracking \\
+        --tracker ours.onnx --tracker-motion dance.npz                                     # adds our tracker's row
     python scripts/peers_benchmark.py ... --seconds 4 --trials 2 --tracking-seconds 6         # a quick look
 
 Every policy runs through ``unilab-sim2sim``'s machinery (:class:`~unilab_gpu.export.sim2sim.Scenario`,
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import sys
 import time
 from pathlib import Path
@@ -74,9 +77,11 @@ def quiet(_: str) -> None:
     """Swallows a run's announcements (the script prints its own lines)."""
 
 
-def locomotion_case(path: str, fmt: str | None, command: list[float], seconds: float, push: bool) -> dict[str, Any]:
+def locomotion_case(
+    path: str, fmt: str | None, command: list[float], seconds: float, push: bool, model: str | None = None
+) -> dict[str, Any]:
     """One velocity run: the summary of :meth:`Sim2Sim.run` (with pushes: at the schedule above)."""
-    prepared = Scenario(path, command=command, seconds=seconds, format=fmt).prepare(quiet)
+    prepared = Scenario(path, command=command, seconds=seconds, format=fmt, model_path=model).prepare(quiet)
     run = Sim2Sim(prepared.controller, command, prepared.falls, prepared.origin, prepared.cfg.divergence, quiet)
     dt = prepared.controller.control_dt
     pushes = []
@@ -116,8 +121,8 @@ def perturbation(trial: int, joints: int) -> dict[str, np.ndarray]:
 class TrackingHarness:
     """Trials of one tracking policy in MuJoCo C (module docstring)."""
 
-    def __init__(self, path: str, fmt: str | None, motion: str | None) -> None:
-        prepared = Scenario(path, motion=motion, format=fmt).prepare(quiet)
+    def __init__(self, path: str, fmt: str | None, motion: str | None, model: str | None = None) -> None:
+        prepared = Scenario(path, motion=motion, format=fmt, model_path=model).prepare(quiet)
         self.ctl = ctl = prepared.controller
         self.run = Sim2Sim(ctl, None, prepared.falls, None, prepared.cfg.divergence, quiet)
         self.falls_are = self.run.falls_are
@@ -290,6 +295,44 @@ def plot(result: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
+def markdown(result: dict[str, Any]) -> str:
+    """The README tables of ``result``: locomotion per command, tracking per set, tracking per window."""
+    lines = ["| policy | command | falls / with pushes | planar error (m/s) | yaw-rate error (rad/s) | "
+             "mean velocity reached | with pushes: planar / yaw-rate error | run it |",
+             "|---|---|---:|---:|---:|---|---:|---|"]  # fmt: skip
+    for name, row in result["locomotion"].items():
+        for label, command in COMMANDS.items():
+            c, p = row["commands"][label], row["pushed"][label]
+            flag = f" --format {row['format']}" if row["format"] != "unilab" else ""
+            run = f"`unilab-sim2sim {row['policy']}{flag} --command={','.join(f'{v:g}' for v in command)}`"
+            lines.append(
+                f"| {name} | {label} | {c['falls']} / {p['falls']} | {c['lin_vel_error_mps']:.3f} | "
+                f"{c['yaw_rate_error_radps']:.3f} | {c['lin_vel_x_mps']:.2f}, {c['lin_vel_y_mps']:.2f}, "
+                f"{c['yaw_rate_radps']:.2f} | {p['lin_vel_error_mps']:.3f} / {p['yaw_rate_error_radps']:.3f} | {run} |"
+            )
+    lines += ["", "| policy | starts | success | MPKPE (m) | R-MPKPE (m) | joint error (rad) | time to first failure, "
+              "mean / median (s) | clip | run it |", "|---|---|---:|---:|---:|---:|---:|---|---|"]  # fmt: skip
+    fmt = lambda v, d=3: "–" if v is None else f"{v:.{d}f}"  # noqa: E731
+    for name, row in result["tracking"].items():
+        for set_name, label in (("start", "frame 0"), ("spread", "spread")):
+            o = row[set_name]["overall"]
+            lines.append(
+                f"| {name} | {label} | {o['success_rate']:.2f} ({o['trials']}) | {fmt(o['mpkpe_m'])} | "
+                f"{fmt(o['r_mpkpe_m'])} | {fmt(o['joint_pos_error_rad'])} | "
+                f"{fmt(o['seconds_to_first_failure_mean'], 1)} / {fmt(o['seconds_to_first_failure_median'], 1)} | "
+                f"{row['evaluated_frames']} frames | `{row['sim2sim_command']}` |"
+            )
+    if result["tracking"]:
+        first = next(iter(result["tracking"].values()))["spread"]["windows"]
+        heads = [f"{w['seconds'][0]:g}–{w['seconds'][1]:g} s" for w in first]
+        lines += ["", "| policy, spread starts | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(heads)]
+        for name, row in result["tracking"].items():
+            windows = row["spread"]["windows"]
+            cells = [f"{fmt(w['mpkpe_m'])} / {fmt(w['r_mpkpe_m'])} ({w['first_failures']})" for w in windows]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, type=Path)
@@ -300,19 +343,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracker", default=None, help="our tracking policy (an export) to add")
     parser.add_argument("--tracker-motion", default=None, help="the dance clip our tracker follows")
     parser.add_argument("--skip-locomotion", action="store_true")
+    parser.add_argument("--skip-peer-tracking", action="store_true", help="tracking: only --tracker")
+    parser.add_argument("--merge", action="store_true", help="keep the rows of the existing --out that are not rerun")
+    parser.add_argument("--markdown", type=Path, default=None, help="also write the README tables here")
+    parser.add_argument("--model", default=None, help="an MJCF in place of the project's G1 (a model variant)")
     parser.add_argument("--force", action="store_true")
     args = parser.parse_args(argv)
-    for option, path in (("--out", args.out), ("--png", args.png)):
+    for option, path in (("--out", args.out), ("--png", args.png), ("--markdown", args.markdown)):
         if path is not None:
             check_output(path, option, force=args.force, example=f"peers{path.suffix}")
     command_line = " ".join(["python", "scripts/peers_benchmark.py", *(sys.argv[1:] if argv is None else argv)])
     result: dict[str, Any] = {"what": __doc__.split("\n")[0], "command": command_line, "locomotion": {}, "tracking": {}}
+    if args.merge and args.out.is_file():  # e.g. our tracker's row added to the committed peers' rows
+        previous = json.loads(args.out.read_text())
+        result |= {"locomotion": previous["locomotion"], "tracking": previous["tracking"]}
+        reruns = not (args.skip_locomotion and args.skip_peer_tracking) or args.tracker is not None
+        result["command"] = f"{previous['command']}; then {command_line}" if reruns else previous["command"]
     if not args.skip_locomotion:
         for name, (path, fmt) in LOCOMOTION.items():
             row: dict[str, Any] = {"policy": path, "format": fmt or "unilab", "commands": {}, "pushed": {}}
             for label, command in COMMANDS.items():
                 for key, push in (("commands", False), ("pushed", True)):
-                    row[key][label] = case = locomotion_case(path, fmt, command, args.seconds, push)
+                    row[key][label] = case = locomotion_case(path, fmt, command, args.seconds, push, args.model)
                     print(
                         f"  {name} {label}{' pushed' if push else ''}: falls {case['falls']}, "
                         f"planar {case['lin_vel_error_mps']:.3f}, yaw {case['yaw_rate_error_radps']:.3f}"
@@ -320,11 +372,11 @@ def main(argv: list[str] | None = None) -> int:
             flag = f" --format {fmt}" if fmt else ""
             row["sim2sim_command"] = f"unilab-sim2sim {path}{flag} --command VX,VY,WZ --seconds {args.seconds:g}"
             result["locomotion"][name] = row
-    tracking = dict(TRACKING)
+    tracking = {} if args.skip_peer_tracking else dict(TRACKING)
     if args.tracker is not None:
         tracking["ours"] = (args.tracker, None, args.tracker_motion)
     for name, (path, fmt, motion) in tracking.items():
-        harness = TrackingHarness(path, fmt, motion)
+        harness = TrackingHarness(path, fmt, motion, args.model)
         row = {"policy": path, "format": fmt or "unilab"} | tracking_rows(
             name, harness, args.trials, args.tracking_seconds
         )
@@ -335,6 +387,10 @@ def main(argv: list[str] | None = None) -> int:
     result["machine"] = machine_info("cpu")
     write_json_atomic(args.out, portable_paths(result))
     print(f"wrote {args.out}")
+    if args.markdown is not None:
+        table = markdown(result)
+        write_atomic(args.markdown, lambda file: file.write(table.encode()))
+        print(f"wrote {args.markdown}")
     if args.png is not None and result["locomotion"] and result["tracking"]:
         png = plot(result)
         write_atomic(args.png, lambda file: file.write(png))
