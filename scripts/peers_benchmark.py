@@ -31,6 +31,7 @@ JSON (machine info, the command line of every row) and a PNG, written atomically
 from __future__ import annotations
 
 import argparse
+import copy
 import io
 import json
 import sys
@@ -295,11 +296,155 @@ def plot(result: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
+HOLOSOMA_SOLE = (
+    ((0.075, -0.026), 0.01, 0.05),
+    ((0.0395, -0.018), 0.008, 0.167),
+    ((0.039, -0.01), 0.01, 0.182),
+    ((0.039, 0.0), 0.01, 0.186),
+    ((0.039, 0.01), 0.01, 0.182),
+    ((0.0395, 0.018), 0.008, 0.167),
+    ((0.075, 0.026), 0.01, 0.05),
+)
+"""holosoma's G1 foot collision (``robot_urdf`` in its dance files' metadata): per foot, capsules along x
+at ``(x, y)`` and z = -0.025 in ``*_ankle_roll_link``, radius and length (m)."""
+
+
+def holosoma_feet_model(folder: Path) -> Path:
+    """The project's G1 with holosoma's foot soles in place of its four contact spheres per foot."""
+    from unilab_gpu.paths import robot_asset
+
+    spec = mujoco.MjSpec.from_file(str(robot_asset("g1")))
+    for side in ("left", "right"):
+        body = spec.body(f"{side}_ankle_roll_link")
+        ours = [g for g in body.geoms if "foot" in g.name]
+        friction, contype, conaffinity, condim = (
+            list(ours[0].friction),
+            ours[0].contype,
+            ours[0].conaffinity,
+            ours[0].condim,
+        )
+        for geom in ours:
+            spec.delete(geom)
+        for i, ((x, y), radius, length) in enumerate(HOLOSOMA_SOLE):
+            geom = body.add_geom(
+                name=f"{side}_foot_sole_{i}",
+                type=mujoco.mjtGeom.mjGEOM_CAPSULE,
+                size=[radius, length / 2, 0],
+                pos=[x, y, -0.025],
+                quat=[0.5**0.5, 0, 0.5**0.5, 0],
+            )
+            geom.friction, geom.contype, geom.conaffinity, geom.condim = friction, contype, conaffinity, condim
+    path = folder / "g1_holosoma_feet.xml"
+    path.write_text(spec.to_xml())
+    return path
+
+
+def _scaled(field: str, factor: float, rows: slice = slice(None)):
+    def edit(model: mujoco.MjModel) -> None:
+        getattr(model, field)[rows] *= factor
+
+    return edit
+
+
+def _set(field: str, value: float, index: Any = slice(None)):
+    def edit(model: mujoco.MjModel) -> None:
+        getattr(model, field)[index] = value
+
+    return edit
+
+
+def _gains(factor: float):
+    def edit(model: mujoco.MjModel) -> None:
+        model.actuator_gainprm[:, 0] *= factor
+        model.actuator_biasprm[:, 1] *= factor
+
+    return edit
+
+
+def _elliptic(model: mujoco.MjModel) -> None:
+    model.opt.cone, model.opt.impratio, model.opt.iterations = mujoco.mjtCone.mjCONE_ELLIPTIC, 10.0, 50
+
+
+VARIANTS = {
+    "as is": None,
+    "joint armature x0.1": _scaled("dof_armature", 0.1, slice(6, None)),
+    "joint armature x2": _scaled("dof_armature", 2.0, slice(6, None)),
+    "friction 0.4": _set("geom_friction", 0.4, (slice(None), 0)),
+    "friction 1.6": _set("geom_friction", 1.6, (slice(None), 0)),
+    "force limits x1.5": _scaled("actuator_forcerange", 1.5),
+    "joint damping 0.5": _set("dof_damping", 0.5, slice(6, None)),
+    "kp, kd x0.8": _gains(0.8),
+    "kp, kd x1.2": _gains(1.2),
+    "elliptic cone, impratio 10, 50 iterations": _elliptic,
+    "holosoma's foot soles": "feet",
+    "reference one frame late (holosoma-inference's loop)": "lag",
+}
+"""Model variants (and one adapter variant) of the diagnosis: each edits the compiled model in place
+(the gains scale the position actuators' kp and kv together), or names a variant built otherwise."""
+
+
+def first_fall(harness: TrackingHarness, frame: int, seconds: float, lag: int = 0) -> float | None:
+    """Seconds from ``frame`` (unperturbed) to the first fall, ``None`` if none within ``seconds``."""
+    ctl, run, data = harness.ctl, harness.run, harness.run.data
+    run.start(time=frame / harness.reference.fps)
+    for step in range(round(seconds / ctl.control_dt)):
+        scored = ctl.frame
+        if lag:  # the observation shows the reference the network returned a step before
+            ctl.context.frame = max(scored - lag, 0)
+            obs = ctl.observe(data)
+            ctl.context.frame = scored
+            ctl.step(data, obs=obs)
+        else:
+            ctl.step(data)
+        if run.fallen(scored):
+            return (step + 1) * ctl.control_dt
+    return None
+
+
+def diagnose(seconds: float, starts: tuple[int, ...] = (0, 2000, 4000)) -> dict[str, Any]:
+    """Seconds to the first fall of both holosoma dance policies under each of :data:`VARIANTS`."""
+    import tempfile
+
+    out: dict[str, Any] = {"starts": list(starts), "seconds": seconds, "policies": {}}
+    with tempfile.TemporaryDirectory() as folder:
+        feet = holosoma_feet_model(Path(folder))
+        for name, (path, fmt, _) in TRACKING.items():
+            harness, rows = TrackingHarness(path, fmt, None), {}
+            model = harness.ctl.model
+            for variant, edit in VARIANTS.items():
+                if edit == "feet":
+                    rows[variant] = [
+                        first_fall(TrackingHarness(path, fmt, None, str(feet)), f, seconds) for f in starts
+                    ]
+                    continue
+                saved = copy.copy(model) if callable(edit) else None
+                if callable(edit):
+                    edit(model)
+                rows[variant] = [first_fall(harness, f, seconds, lag=1 if edit == "lag" else 0) for f in starts]
+                if saved is not None:
+                    for field in (
+                        "dof_armature",
+                        "geom_friction",
+                        "actuator_forcerange",
+                        "dof_damping",
+                        "actuator_gainprm",
+                        "actuator_biasprm",
+                    ):
+                        getattr(model, field)[:] = getattr(saved, field)
+                    model.opt.cone, model.opt.impratio = saved.opt.cone, saved.opt.impratio
+                    model.opt.iterations = saved.opt.iterations
+                print(f"  diagnosis {name}, {variant}: first fall {rows[variant]}")
+            out["policies"][name] = rows
+    return out
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The README tables of ``result``: locomotion per command, tracking per set, tracking per window."""
-    lines = ["| policy | command | falls / with pushes | planar error (m/s) | yaw-rate error (rad/s) | "
-             "mean velocity reached | with pushes: planar / yaw-rate error | run it |",
-             "|---|---|---:|---:|---:|---|---:|---|"]  # fmt: skip
+    lines = [
+        "| policy | command | falls / with pushes | planar error (m/s) | yaw-rate error (rad/s) | "
+        "mean velocity reached | with pushes: planar / yaw-rate error | run it |",
+        "|---|---|---:|---:|---:|---|---:|---|",
+    ]
     for name, row in result["locomotion"].items():
         for label, command in COMMANDS.items():
             c, p = row["commands"][label], row["pushed"][label]
@@ -310,8 +455,12 @@ def markdown(result: dict[str, Any]) -> str:
                 f"{c['yaw_rate_error_radps']:.3f} | {c['lin_vel_x_mps']:.2f}, {c['lin_vel_y_mps']:.2f}, "
                 f"{c['yaw_rate_radps']:.2f} | {p['lin_vel_error_mps']:.3f} / {p['yaw_rate_error_radps']:.3f} | {run} |"
             )
-    lines += ["", "| policy | starts | success | MPKPE (m) | R-MPKPE (m) | joint error (rad) | time to first failure, "
-              "mean / median (s) | clip | run it |", "|---|---|---:|---:|---:|---:|---:|---|---|"]  # fmt: skip
+    lines += [
+        "",
+        "| policy | starts | success | MPKPE (m) | R-MPKPE (m) | joint error (rad) | time to first failure, "
+        "mean / median (s) | clip | run it |",
+        "|---|---|---:|---:|---:|---:|---:|---|---|",
+    ]
     fmt = lambda v, d=3: "–" if v is None else f"{v:.{d}f}"  # noqa: E731
     for name, row in result["tracking"].items():
         for set_name, label in (("start", "frame 0"), ("spread", "spread")):
@@ -335,7 +484,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--out", type=Path, default=None, help="the JSON report (required unless --diagnose)")
     parser.add_argument("--png", type=Path, default=None)
     parser.add_argument("--seconds", type=float, default=20.0, help="locomotion: seconds per command")
     parser.add_argument("--trials", type=int, default=16, help="tracking: trials per set")
@@ -346,13 +495,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-peer-tracking", action="store_true", help="tracking: only --tracker")
     parser.add_argument("--merge", action="store_true", help="keep the rows of the existing --out that are not rerun")
     parser.add_argument("--markdown", type=Path, default=None, help="also write the README tables here")
+    parser.add_argument("--diagnose", type=Path, default=None, help="only the dance diagnosis, written here")
     parser.add_argument("--model", default=None, help="an MJCF in place of the project's G1 (a model variant)")
     parser.add_argument("--force", action="store_true")
     args = parser.parse_args(argv)
+    if args.out is None and args.diagnose is None:
+        parser.error("--out is required (or --diagnose OUT.json)")
     for option, path in (("--out", args.out), ("--png", args.png), ("--markdown", args.markdown)):
-        if path is not None:
+        if path is not None and args.diagnose is None:
             check_output(path, option, force=args.force, example=f"peers{path.suffix}")
     command_line = " ".join(["python", "scripts/peers_benchmark.py", *(sys.argv[1:] if argv is None else argv)])
+    if args.diagnose is not None:
+        check_output(args.diagnose, "--diagnose", force=args.force, example="diagnosis.json")
+        diagnosis = {
+            "what": "seconds to the first fall of the holosoma dance policies from unperturbed starts, "
+            "per model variant",
+            "command": command_line,
+        } | diagnose(args.seconds)
+        write_json_atomic(args.diagnose, portable_paths(diagnosis | {"machine": machine_info("cpu")}))
+        print(f"wrote {args.diagnose}")
+        return 0
     result: dict[str, Any] = {"what": __doc__.split("\n")[0], "command": command_line, "locomotion": {}, "tracking": {}}
     if args.merge and args.out.is_file():  # e.g. our tracker's row added to the committed peers' rows
         previous = json.loads(args.out.read_text())

@@ -277,3 +277,28 @@ def test_sim2sim_runs_a_holosoma_policy(tmp_path: Path, capsys: pytest.CaptureFi
     assert report["algo"] == "holosoma velocity" and report["summary"]["falls"] == 0
     assert len(report["per_second"]) == 3
     assert report["summary"]["lin_vel_x_mps"] > 0.2
+
+
+def test_joints_are_mapped_onto_the_mjcf_by_name(tmp_path: Path) -> None:
+    """A file whose joint order is not the MJCF's: observed joints, gains, defaults and targets follow
+    its names (here the holosoma file with its ``dof_names``, ``kp`` and ``kd`` reversed)."""
+    import onnx
+
+    proto = onnx.load(str(LOCO))
+    values = {p.key: json.loads(p.value) for p in proto.metadata_props}
+    for entry in proto.metadata_props:
+        if entry.key in ("dof_names", "kp", "kd"):
+            entry.value = json.dumps(values[entry.key][::-1])
+    path = tmp_path / "reversed.onnx"
+    onnx.save(proto, str(path))
+    model = _model()
+    controller = Controller(ForeignPolicy(path, "holosoma"), model)  # the MJCF's gains checked by name
+    data = _random_state(model, 3)
+    controller.reset(data)
+    names = values["dof_names"][::-1]
+    qpos, _ = _joint_columns(model, names)
+    dof_pos = _split(controller.observe(data), LOCO_PRESET)["dof_pos"]
+    np.testing.assert_allclose(dof_pos, data.qpos[qpos] - np.asarray(DEFAULTS[::-1]), atol=1e-5)
+    step = controller.step(data)
+    actuators = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in names]
+    np.testing.assert_allclose(data.ctrl[actuators], step.target, atol=1e-12)
