@@ -8,6 +8,7 @@ Examples::
     unilab-motion synth synthetic.npz --seconds 20 --seed 3
     unilab-motion mirror dance.npz dance_mirrored.npz
     unilab-motion convert walk.csv walk.npz --robot my_robot
+    unilab-motion from-onnx fastsac_g1_29dof_dancing.onnx dance.npz
 
 Every command works on one robot's joints and bodies: ``--robot`` (a folder under
 ``assets/robots/`` or a ``UNILAB_PATH`` folder's; default g1, named in the output).
@@ -32,6 +33,7 @@ from unilab_gpu.motion.canonical import save_motion
 from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.loader import FORMATS, load_motion, read_source
 from unilab_gpu.motion.mirror import DEFAULT_NAME_PAIRS, RobotMirror
+from unilab_gpu.motion.policy_reference import HOLD_SECONDS, ReferenceChecks, read_policy_reference
 from unilab_gpu.motion.synthetic import synthesize_clip
 from unilab_gpu.motion.validation import MAX_FPS, MotionFormatError
 from unilab_gpu.paths import robot_config_file
@@ -82,6 +84,20 @@ def _synth(args: argparse.Namespace) -> None:
     clip = synthesize_clip(seconds=args.seconds, seed=args.seed, fps=args.fps, kinematics=kinematics)
     path = save_motion(clip, args.output)
     print(f"wrote {path}: {clip.num_frames} frames at {clip.fps:g} fps ({clip.duration:.2f} s) of robot {args.robot}")
+
+
+def _from_onnx(args: argparse.Namespace) -> None:
+    _check_output(args, (args.policy,))
+    kinematics = _kinematics(args.robot)
+    reference = read_policy_reference(args.policy, args.policy_fps, hold_seconds=args.hold_seconds)
+    clip = build_clip(reference.source, kinematics, fps=None)
+    checks = ReferenceChecks.of(reference.source, clip, kinematics.joint_range)
+    path = save_motion(clip, args.output)
+    print(
+        f"wrote {path}: the reference of {args.policy}, {clip.num_frames} frames at {clip.fps:g} fps "
+        f"({clip.duration:.2f} s) of robot {args.robot}; it holds its last frame from time_step {reference.last_step}"
+    )
+    print(checks.summary())
 
 
 def _kinematics(robot: str) -> RobotKinematics:
@@ -181,6 +197,21 @@ def build_parser() -> argparse.ArgumentParser:
     mirror.add_argument("--input-fps", type=_fps, default=None, help="frame rate of a CSV (default 30)")
     mirror.add_argument("--force", action="store_true", help="replace an existing output file")
     mirror.set_defaults(run=_mirror)
+    from_onnx = commands.add_parser(
+        "from-onnx", help="extract the reference motion a tracking policy's ONNX embeds behind its time_step input"
+    )
+    from_onnx.add_argument("policy", type=Path)
+    from_onnx.add_argument("output", type=Path)
+    from_onnx.add_argument(
+        "--policy-fps", type=_fps, default=CONTROL_FPS, help="the policy's control rate, one time_step per frame "
+        "(default %(default)g)"
+    )  # fmt: skip
+    from_onnx.add_argument(
+        "--hold-seconds", type=_positive, default=HOLD_SECONDS,
+        help="the motion has ended when the outputs stay unchanged this long (default %(default)g)",
+    )  # fmt: skip
+    from_onnx.add_argument("--force", action="store_true", help="replace an existing output file")
+    from_onnx.set_defaults(run=_from_onnx)
     for command in (convert, info, mirror):
         command.add_argument(
             "--order",
@@ -189,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="order of a file's unnamed joint and body columns: the model's (mjcf), Isaac Lab's breadth-first "
             "(isaaclab_bfs), or detected by forward kinematics (default: %(default)s)",
         )
-    for command in (convert, info, synth, mirror):
+    for command in (convert, info, synth, mirror, from_onnx):
         command.add_argument(
             "--robot", default="g1", help="the robot's folder under assets/robots or UNILAB_PATH (default: %(default)s)"
         )
