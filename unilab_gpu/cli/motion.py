@@ -34,7 +34,7 @@ from unilab_gpu.motion.canonical import save_motion
 from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.loader import FORMATS, load_motion, read_source
 from unilab_gpu.motion.mirror import DEFAULT_NAME_PAIRS, RobotMirror
-from unilab_gpu.motion.policy_reference import HOLD_SECONDS, ReferenceChecks, read_policy_reference
+from unilab_gpu.motion.policy_reference import HOLD_SECONDS, REF_BODY, ReferenceChecks, read_policy_reference
 from unilab_gpu.motion.synthetic import synthesize_clip
 from unilab_gpu.motion.validation import MAX_FPS, MotionFormatError
 from unilab_gpu.motion.windows import clip_windows
@@ -91,9 +91,11 @@ def _synth(args: argparse.Namespace) -> None:
 def _from_onnx(args: argparse.Namespace) -> None:
     _check_output(args, (args.policy,))
     kinematics = _kinematics(args.robot)
-    reference = read_policy_reference(args.policy, args.policy_fps, hold_seconds=args.hold_seconds)
+    reference = read_policy_reference(
+        args.policy, args.policy_fps, kinematics, ref_body=args.ref_body, hold_seconds=args.hold_seconds
+    )
     clip = build_clip(reference.source, kinematics, fps=None)
-    checks = ReferenceChecks.of(reference.source, clip, kinematics.joint_range)
+    checks = ReferenceChecks.of(reference.ref_quat, clip, kinematics.joint_range)
     path = save_motion(clip, args.output)
     print(
         f"wrote {path}: the reference of {args.policy}, {clip.num_frames} frames at {clip.fps:g} fps "
@@ -230,6 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--hold-seconds", type=_positive, default=HOLD_SECONDS,
         help="the motion has ended when the outputs stay unchanged this long (default %(default)g)",
     )  # fmt: skip
+    from_onnx.add_argument(
+        "--ref-body", default=REF_BODY, help="the body whose pose ref_pos_xyz, ref_quat_xyzw hold (default %(default)s)"
+    )
     from_onnx.add_argument("--force", action="store_true", help="replace an existing output file")
     from_onnx.set_defaults(run=_from_onnx)
     split = commands.add_parser(

@@ -7,9 +7,12 @@ velocities and the root pose of frame ``k``, and past the last frame they hold i
 changing for ``hold_seconds``, and the clip ends at the last step that changed.
 
 Outputs read (the whole-body-tracking convention): ``joint_pos``, ``joint_vel`` ``(1, J)`` in the
-order of the metadata's ``dof_names``, ``ref_pos_xyz`` ``(1, 3)``, ``ref_quat_xyzw`` ``(1, 4)``
-(world frame). Every other input (the observation) is fed zeros; the reference must not depend on
-it, which is checked on a few steps with a random observation.
+order of the metadata's ``dof_names``, ``ref_pos_xyz`` ``(1, 3)``, ``ref_quat_xyzw`` ``(1, 4)``:
+the world pose of the **reference body** (holosoma's ``body_name_ref``, ``torso_link`` for the
+G1; holosoma's exporter gathers ``body_pos_w`` / ``body_quat_w`` at that body), not of the root.
+The root pose follows from it and the joint angles by the model's kinematics. Every other input
+(the observation) is fed zeros; the reference must not depend on it, which is checked on a few
+steps with a random observation.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import torch
 
 from unilab_gpu.motion.clip import MotionClip
 from unilab_gpu.motion.format_motrixlab import xyzw_to_wxyz
+from unilab_gpu.motion.kinematics import RobotKinematics
+from unilab_gpu.motion.names import column_order
 from unilab_gpu.motion.source import MotionSource
 from unilab_gpu.motion.validation import MotionFormatError
 from unilab_gpu.motion.velocities import linear_velocity
@@ -33,6 +38,10 @@ NAME = "onnx"
 TIME_STEP_INPUT = "time_step"
 REFERENCE_OUTPUTS = ("joint_pos", "joint_vel", "ref_pos_xyz", "ref_quat_xyzw")
 """Output names of the embedded reference, in the order :func:`read_policy_reference` reads them."""
+
+REF_BODY = "torso_link"
+"""The body whose pose ``ref_pos_xyz`` / ``ref_quat_xyzw`` hold in holosoma's G1 tracking policies
+(``body_name_ref`` of its motion command)."""
 
 HOLD_SECONDS = 10.0
 """How long (s) the outputs must stay unchanged before the sweep decides the motion has ended."""
@@ -50,12 +59,16 @@ class PolicyReference:
     """What a sweep of ``time_step`` found.
 
     Attributes:
-        source: the motion, frames ``0 .. last_step`` (``dof_names`` order, wxyz, world frame).
+        source: the motion, frames ``0 .. last_step`` (``dof_names`` order, wxyz, world frame), the
+            root pose solved from the reference body's.
+        ref_pos, ref_quat: ``(T, 3)``, ``(T, 4)`` wxyz, the reference body's pose as the file holds it.
         last_step: the last ``time_step`` whose outputs differ from the step before.
         swept_steps: how many steps the sweep ran (``last_step + 1`` plus the hold).
     """
 
     source: MotionSource
+    ref_pos: np.ndarray
+    ref_quat: np.ndarray
     last_step: int
     swept_steps: int
 
@@ -63,11 +76,14 @@ class PolicyReference:
 def read_policy_reference(
     path: str | os.PathLike,
     fps: float,
+    kinematics: RobotKinematics,
+    ref_body: str = REF_BODY,
     hold_seconds: float = HOLD_SECONDS,
     max_seconds: float = MAX_SECONDS,
     seed: int = 0,
 ) -> PolicyReference:
-    """Sweep ``time_step`` of the ONNX at ``path`` and return the motion it embeds, at ``fps``.
+    """Sweep ``time_step`` of the ONNX at ``path`` and return the motion it embeds, at ``fps``, the
+    root placed so that ``ref_body`` of the robot of ``kinematics`` has the stored reference pose.
 
     Raises:
         MotionFormatError: the file lacks the ``time_step`` input, a reference output or the
@@ -77,6 +93,8 @@ def read_policy_reference(
     import onnxruntime  # the export extra; imported here so that reading other formats does not need it
 
     path = Path(path)
+    if ref_body not in kinematics.body_names:
+        raise MotionFormatError(f"ref_body {ref_body!r} is not a body of the robot: {list(kinematics.body_names)}")
     if not path.is_file():
         raise FileNotFoundError(f"policy file not found: {path}")
     try:
@@ -105,7 +123,10 @@ def read_policy_reference(
     if last_step == 0:
         raise MotionFormatError(f"{path}: the reference outputs never change over time_step 0 .. {step - 1}")
     sweep.check_independent_of_obs(np.linspace(0, last_step, _OBS_CHECK_STEPS).round().astype(int), frames, seed)
-    joint_pos, joint_vel, root_pos, root_quat = (np.stack([f[i] for f in frames]) for i in range(4))
+    joint_pos, joint_vel, ref_pos, ref_quat_xyzw = (np.stack([f[i] for f in frames]) for i in range(4))
+    ref_quat = xyzw_to_wxyz(ref_quat_xyzw)
+    model_joints = joint_pos[:, column_order("joint", joint_names, kinematics.joint_names)]
+    root_pos, root_quat = kinematics.root_from_body(ref_body, ref_pos, ref_quat, model_joints)
     source = MotionSource(
         format=NAME,
         fps=fps,
@@ -113,9 +134,9 @@ def read_policy_reference(
         joint_pos=joint_pos,
         joint_vel=joint_vel,
         root_pos=root_pos,
-        root_quat=xyzw_to_wxyz(root_quat),
+        root_quat=root_quat,
     )
-    return PolicyReference(source=source, last_step=last_step, swept_steps=step)
+    return PolicyReference(source, ref_pos, ref_quat, last_step=last_step, swept_steps=step)
 
 
 def _dof_names(session, path: Path) -> tuple[str, ...]:
@@ -196,7 +217,7 @@ class ReferenceChecks:
     left inside the range).
 
     Attributes:
-        quat_norm_error: largest ``| |q| - 1 |`` of the stored root quaternions.
+        quat_norm_error: largest ``| |q| - 1 |`` of the stored reference-body quaternions.
         joint_limit_excess: rad, ``joint_limit_joint`` the joint, ``joint_limit_frames`` how many
             frames lie beyond its range.
         max_joint_step: largest change of one joint angle between two frames (rad), at frame
@@ -219,8 +240,9 @@ class ReferenceChecks:
     joint_vel_mismatch: float
 
     @classmethod
-    def of(cls, source: MotionSource, clip: MotionClip, joint_range: np.ndarray) -> ReferenceChecks:
-        """Checks of ``clip`` (the model's joint order, ``joint_range`` ``(J, 2)``) built from ``source``."""
+    def of(cls, ref_quat: np.ndarray, clip: MotionClip, joint_range: np.ndarray) -> ReferenceChecks:
+        """Checks of ``clip`` (the model's joint order, ``joint_range`` ``(J, 2)``) built from a
+        reference whose stored quaternions are ``ref_quat`` ``(T, 4)``."""
         lower, upper = joint_range[:, 0], joint_range[:, 1]
         excess = np.maximum(clip.joint_pos - upper, lower - clip.joint_pos)  # (T, J)
         worst = int(np.argmax(excess.max(axis=0)))
@@ -228,7 +250,7 @@ class ReferenceChecks:
         frame, joint = np.unravel_index(int(np.argmax(step)), step.shape)
         quat = torch.from_numpy(clip.root_quat)
         return cls(
-            quat_norm_error=float(np.abs(np.linalg.norm(source.root_quat, axis=-1) - 1.0).max()),
+            quat_norm_error=float(np.abs(np.linalg.norm(ref_quat, axis=-1) - 1.0).max()),
             joint_limit_excess=float(excess[:, worst].max()),
             joint_limit_joint=clip.joint_names[worst],
             joint_limit_frames=int((excess[:, worst] > 0).sum()),
@@ -249,7 +271,7 @@ class ReferenceChecks:
             else f"joint limits: inside (closest {-self.joint_limit_excess:.4f} rad, {self.joint_limit_joint})"
         )
         return (
-            f"checks: root quaternion norm error {self.quat_norm_error:.1e}; {limits}; largest step per frame "
+            f"checks: reference quaternion norm error {self.quat_norm_error:.1e}; {limits}; largest step per frame "
             f"{self.max_joint_step:.3f} rad ({self.max_joint_step_joint}, frame {self.max_joint_step_frame}), "
             f"root {self.max_root_step:.3f} m, {self.max_root_turn:.3f} rad; joint_vel vs differences "
             f"{self.joint_vel_mismatch:.3f} rad/s"
