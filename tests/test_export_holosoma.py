@@ -11,6 +11,7 @@ gives back our policy observation, and the file's actions command the targets th
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
@@ -85,6 +86,9 @@ def test_names_shapes_and_metadata(exported):
     effort = [float(model.actuator_forcerange[actuator_of[n], 1]) for n in DOF]
     np.testing.assert_allclose(meta["action_scale"], 0.25 * np.array(effort) / np.array(kp), rtol=1e-5)
     assert meta["unilab"]["task"] == TASK and meta["unilab"]["convention"] == "holosoma"
+    # holosoma's tracking class builds its kinematics from the robot's URDF: ours, every hinge by name.
+    urdf_joints = ET.fromstring(meta["robot_urdf"]).findall("joint")
+    assert {j.get("name") for j in urdf_joints if j.get("type") != "fixed"} == set(DOF)
 
 
 def test_embedded_motion_is_the_clip(exported):

@@ -18,6 +18,7 @@ from unilab_gpu.export.holosoma import (
 from unilab_gpu.export.metadata import deployment_metadata
 from unilab_gpu.export.onnx_policy import POLICY_FILE, write_onnx
 from unilab_gpu.export.policy import deterministic_policy
+from unilab_gpu.export.urdf import urdf_of
 from unilab_gpu.rl.agents import agent_from_checkpoint
 from unilab_gpu.rl.checkpoint import describe_entries, load_checkpoint, non_finite_entries, resolve_checkpoint
 from unilab_gpu.utils.files import check_output
@@ -54,7 +55,8 @@ def export_agent(
     metadata = deployment_metadata(env, task, algo, list(env_overrides))
     if convention == HOLOSOMA:
         module = HolosomaTrackingPolicy(policy, metadata, embedded_reference(env, motion), env.sim.mj_model)
-        return write_holosoma_onnx(module, holosoma_metadata(metadata), path)
+        robot_urdf = urdf_of(env.sim.mj_model, Path(str(env.cfg.sim.model)).stem)
+        return write_holosoma_onnx(module, holosoma_metadata(metadata, robot_urdf), path)
     if convention != "unilab":
         raise ValueError(f"--convention must be one of {list(CONVENTIONS)}, got {convention!r}")
     return write_onnx(policy, env.observation_dims["policy"], metadata, path)

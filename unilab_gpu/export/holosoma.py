@@ -4,8 +4,8 @@ holosoma-inference 0.1.3 runs a tracking policy as one ONNX file: inputs ``obs``
 and ``time_step`` ``(1, 1)`` float; outputs ``actions`` ``(1, J)`` and the reference motion
 embedded in the file at that step, ``joint_pos``, ``joint_vel`` ``(1, J)``, ``ref_pos_xyz``
 ``(1, 3)``, ``ref_quat_xyzw`` ``(1, 4)`` (the world pose of the reference body, ``torso_link``);
-the last frame is held past the end. Metadata: ``dof_names``, ``kp``, ``kd``, ``action_scale``
-(JSON). Its deploy loop (``policies/wbt.py``, ``policies/base.py``):
+the last frame is held past the end. Metadata: ``dof_names``, ``kp``, ``kd``, ``action_scale``,
+``robot_urdf`` (JSON). Its deploy loop (``policies/wbt.py``, ``policies/base.py``):
 
 - builds the observation from the terms of its ``wbt`` preset concatenated in **sorted name
   order**: ``actions`` (its previous raw output), ``base_ang_vel`` (pelvis IMU gyro),
@@ -246,9 +246,11 @@ class HolosomaTrackingPolicy(nn.Module):
         )
 
 
-def holosoma_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    """The keys holosoma-inference reads, as its files hold them (JSON values, ``dof_names`` order),
-    plus ``unilab``: our own deployment metadata of the wrapped policy."""
+def holosoma_metadata(metadata: dict[str, Any], robot_urdf: str) -> dict[str, Any]:
+    """The keys holosoma-inference reads, as its files hold them (JSON values, ``dof_names`` order):
+    ``robot_urdf`` is the URDF text of our robot model (its tracking policy class computes the
+    reference body's orientation from it, ``export.urdf``); plus ``unilab``, our own deployment
+    metadata of the wrapped policy."""
     joints = list(metadata["joint_names"])
     order = [joints.index(n) for n in HOLOSOMA_G1_DOF_NAMES]
     pick = lambda key: [metadata[key][i] for i in order]  # noqa: E731
@@ -258,6 +260,7 @@ def holosoma_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
         "kd": pick("damping"),
         "action_scale": pick("action_scale"),
         "command_ranges": None,
+        "robot_urdf": robot_urdf,
         "unilab": {
             "convention": CONVENTION,
             "default_dof_angles": list(HOLOSOMA_G1_DEFAULT_DOF_ANGLES),
