@@ -11,7 +11,10 @@ gives back our policy observation, and the file's actions command the targets th
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -39,6 +42,7 @@ from unilab_gpu.rl.sac import SacAgent, SacConfig  # noqa: E402
 TASK = "g1_tracking_no_state_estimation"
 QUIET = ["+observations.policy.enable_noise=false", "commands.motion.params.synthetic_seconds=2.0"]
 DOF = list(HOLOSOMA_G1_DOF_NAMES)
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _agent(env) -> SacAgent:
@@ -59,7 +63,7 @@ def exported(tmp_path_factory):
     agent.policy_norm.update(torch.cat(seen) * 3.0 + 1.0)  # far from identity: a missing normaliser shows
     path = export_agent(env, agent, TASK, "sac", tmp_path_factory.mktemp("holosoma") / "h.onnx", convention="holosoma")
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return env, agent, session
+    return env, agent, session, path
 
 
 def _run(session, obs: np.ndarray, time_step: int) -> dict[str, np.ndarray]:
@@ -69,7 +73,7 @@ def _run(session, obs: np.ndarray, time_step: int) -> dict[str, np.ndarray]:
 
 
 def test_names_shapes_and_metadata(exported):
-    env, _, session = exported
+    env, _, session, _ = exported
     assert [(i.name, i.shape) for i in session.get_inputs()] == [("obs", [1, 154]), ("time_step", [1, 1])]
     assert [(o.name, o.shape) for o in session.get_outputs()] == [
         ("actions", [1, 29]), ("joint_pos", [1, 29]), ("joint_vel", [1, 29]), ("ref_pos_xyz", [1, 3]),
@@ -92,7 +96,7 @@ def test_names_shapes_and_metadata(exported):
 
 
 def test_embedded_motion_is_the_clip(exported):
-    env, _, session = exported
+    env, _, session, _ = exported
     command = env.command_manager.get("motion")
     library = command.library
     frames = library.num_frames
@@ -141,36 +145,84 @@ def _holosoma_obs(env, previous_actions: np.ndarray) -> np.ndarray:
     return np.concatenate([terms[name] for name in sorted(terms)])
 
 
-def test_actions_are_our_policys_for_the_same_state(exported):
-    env, agent, session = exported
-    module_meta = deployment_metadata(env, TASK, "sac", [])
-    module = HolosomaTrackingPolicy(deterministic_policy(agent), module_meta, embedded_reference(env), env.sim.mj_model)
-    model, command = env.sim.mj_model, env.command_manager.get("motion")
-    to_actuators = [DOF.index(model.joint(int(model.actuator_trnid[a, 0])).name) for a in range(model.nu)]
+def _rollout(env, agent, session, steps: int = 6) -> list[dict[str, np.ndarray]]:
+    """Step row 0 from a reset with our policy; per step: holosoma's observation of the state
+    (``holo``), its robot state vector (``robot_state``), the ``time_step`` and previous action
+    holosoma's loop would feed, our policy observation (``ours``), the file's outputs (``out``),
+    and the position targets the env applied (``ctrl``, actuator order)."""
+    model, state, command = env.sim.mj_model, env.sim.state, env.command_manager.get("motion")
     scale_h = np.array(json.loads(session.get_modelmeta().custom_metadata_map["action_scale"]))
-    default_h = np.array(HOLOSOMA_G1_DEFAULT_DOF_ANGLES)
-    obs = env.reset()
-    frame = int(command.frame[0])
+    for _ in range(50):  # a start with `steps` frames left in the clip
+        obs = env.reset()
+        frame = int(command.frame[0])
+        if frame + steps < command.library.num_frames - 1:
+            break
     # Before the first step our previous action is zero: holosoma's action that commands the same
     # target about the reference the previous call observed (frame - 1).
-    previous_ref = command.library.joint_pos[max(frame - 1, 0)].numpy()
     observed = list(env.robot.joint_names)
-    previous = (previous_ref[[observed.index(n) for n in DOF]] - default_h) / scale_h
-    for _ in range(6):
-        time_step = frame + 1  # holosoma observes the previous call's output: frame time_step - 1
-        holo = _holosoma_obs(env, previous)
-        ours = module.our_observation(torch.tensor(holo, dtype=torch.float32)[None], torch.tensor([[time_step]]))
-        np.testing.assert_allclose(ours[0].numpy(), obs["policy"][0].numpy(), atol=2e-5)
-        out = _run(session, holo, time_step)
-        action = agent.act(obs["policy"], deterministic=True)
-        obs = env.step(action).obs
+    previous_ref = command.library.joint_pos[max(frame - 1, 0)].numpy()[[observed.index(n) for n in DOF]]
+    previous = (previous_ref - np.array(HOLOSOMA_G1_DEFAULT_DOF_ANGLES)) / scale_h
+    joints = [model.joint(n).qposadr[0] for n in DOF]
+    dofs = [model.joint(n).dofadr[0] for n in DOF]
+    gyro = env.sim.sensor_slice("imu_pelvis_gyro")
+    records = []
+    for _ in range(steps):
+        qpos, qvel = state.qpos[0].double().numpy(), state.qvel[0].double().numpy()
+        robot_state = np.concatenate((qpos[:7], qpos[joints], qvel[:3], state.sensordata[0, gyro].numpy(), qvel[dofs]))
+        record = {"time_step": frame + 1, "previous_action": previous, "robot_state": robot_state,
+                  "holo": _holosoma_obs(env, previous), "ours": obs["policy"][0].numpy().copy()}  # fmt: skip
+        record["out"] = _run(session, record["holo"], record["time_step"])
+        obs = env.step(agent.act(obs["policy"], deterministic=True)).obs
         assert int(command.frame[0]) == frame + 1, "the episode ended early: pick another seed"
         frame += 1
+        record["ctrl"] = state.ctrl[0].double().numpy().copy()
+        records.append(record)
+        previous = record["out"]["actions"]
+    return records
+
+
+def test_actions_are_our_policys_for_the_same_state(exported):
+    env, agent, session, _ = exported
+    module_meta = deployment_metadata(env, TASK, "sac", [])
+    module = HolosomaTrackingPolicy(deterministic_policy(agent), module_meta, embedded_reference(env), env.sim.mj_model)
+    model = env.sim.mj_model
+    to_actuators = [DOF.index(model.joint(int(model.actuator_trnid[a, 0])).name) for a in range(model.nu)]
+    scale_h = np.array(json.loads(session.get_modelmeta().custom_metadata_map["action_scale"]))
+    for record in _rollout(env, agent, session):
+        holo, time_step = torch.tensor(record["holo"], dtype=torch.float32)[None], torch.tensor([[record["time_step"]]])
+        ours = module.our_observation(holo, time_step)
+        np.testing.assert_allclose(ours[0].numpy(), record["ours"], atol=2e-5)
         # The env's position targets (ctrl) are holosoma's default + scale * actions.
-        ctrl = env.sim.state.ctrl[0].double().numpy()
-        target_h = default_h + scale_h * out["actions"]
-        np.testing.assert_allclose(target_h[to_actuators], ctrl, atol=1e-4)
-        previous = out["actions"]
+        target_h = np.array(HOLOSOMA_G1_DEFAULT_DOF_ANGLES) + scale_h * record["out"]["actions"]
+        np.testing.assert_allclose(target_h[to_actuators], record["ctrl"], atol=1e-4)
+
+
+def _holosoma_python() -> Path | None:
+    """The Python of an environment with holosoma-inference 0.1.3 (``HOLOSOMA_PYTHON``, else
+    ``../venv_holosoma/bin/python`` beside the repository), or ``None``."""
+    path = Path(os.environ.get("HOLOSOMA_PYTHON", ROOT.parent / "venv_holosoma" / "bin" / "python"))
+    return path if path.is_file() else None
+
+
+@pytest.mark.slow
+def test_holosomas_own_policy_class_commands_our_targets(exported, tmp_path):
+    """Optional: holosoma-inference's ``WholeBodyTrackingPolicy`` (its observation builder, pinocchio on
+    the file's URDF, its action scaling) run on the export commands the targets our env applied."""
+    python = _holosoma_python()
+    if python is None:
+        pytest.skip("no holosoma-inference environment: set HOLOSOMA_PYTHON or create ../venv_holosoma")
+    env, agent, session, policy = exported
+    records = _rollout(env, agent, session)
+    states = tmp_path / "states.npz"
+    np.savez(states, **{k: np.array([r[k] for r in records]) for k in ("robot_state", "time_step", "previous_action")})
+    out = tmp_path / "out.npz"
+    command = [str(python), str(ROOT / "tests" / "holosoma_wbt_runner.py"), str(policy), str(states), str(out)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    model = env.sim.mj_model
+    to_actuators = [DOF.index(model.joint(int(model.actuator_trnid[a, 0])).name) for a in range(model.nu)]
+    q_target = np.load(out)["q_target"]
+    np.testing.assert_allclose(q_target[:, to_actuators], np.array([r["ctrl"] for r in records]), atol=1e-4)
 
 
 def test_a_policy_with_state_estimated_terms_is_refused():
