@@ -250,7 +250,14 @@ def test_motion_file_and_motion_sets(tmp_path):
         embedded_reference(two)
 
 
-def test_motion_needs_the_holosoma_convention(capsys):
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "--motion", "c.npz"], "--motion goes with --convention holosoma"),
+        (["run", "--convention", "holosoma", "--motion", "missing.npz"], "--motion missing.npz: no such motion file"),
+    ],
+)
+def test_bad_motion_arguments_are_one_line(capsys, argv, message):
     with pytest.raises(SystemExit) as exc:
-        export_main(["run", "--motion", "c.npz"])
-    assert exc.value.code == 2 and "--motion goes with --convention holosoma" in capsys.readouterr().err
+        export_main(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err

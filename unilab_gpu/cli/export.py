@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from unilab_gpu.rl.checkpoint import CheckpointError
 
@@ -40,6 +41,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.motion is not None and args.convention != "holosoma":
         parser.error("--motion goes with --convention holosoma (the file embeds that clip)")
+    if args.motion is not None and not Path(args.motion).is_file():
+        parser.error(f"--motion {args.motion}: no such motion file")
     try:
         from unilab_gpu.export.export_run import export_checkpoint
 
