@@ -119,9 +119,10 @@ class SamplerEnv:
         self.sampler.load_state_dict({k.removeprefix("sampler."): v for k, v in state["commands.motion"].items()})
 
 
-def learn(out_dir: Path, fleet_env_steps: int) -> None:
-    """Train SAC on the pendulum with ``tests/test_rl_learning.py``'s settings, 4 envs per rank,
-    for ``fleet_env_steps`` over all ranks; rank 0 writes the evaluation score."""
+def learn(out_dir: Path, fleet_env_steps: int, seed: int = 0) -> None:
+    """Train SAC on the pendulum with ``tests/test_rl_learning.py``'s settings, 4 envs per rank
+    (rank r seeded ``world_size * seed + r``), for ``fleet_env_steps`` over all ranks; rank 0 writes
+    the evaluation score."""
     from test_rl_learning import PENDULUM, evaluation_env
 
     from unilab_gpu.envs.make_env import make_env
@@ -133,7 +134,7 @@ def learn(out_dir: Path, fleet_env_steps: int) -> None:
     # Rank 1 waits in the final barrier while rank 0 evaluates: room for a loaded machine.
     dp = DataParallel.start(launch, torch.device("cpu"), timeout_s=240)
     try:
-        seed = launch.rank
+        seed = launch.world_size * seed + launch.rank
         torch.manual_seed(seed)
         env = make_env("pendulum", num_envs=4, compile=False, seed=seed, announce=False)
         cfg = algo_config({"name": "sac", "buffer_capacity_per_env": 2000, **PENDULUM["sac"]}, compile=False)
@@ -282,7 +283,7 @@ def train_poisoned(out_dir: Path, overrides: list[str]) -> int:
 
 if __name__ == "__main__":
     if sys.argv[1] == "learn":
-        learn(Path(sys.argv[2]), int(sys.argv[3]))
+        learn(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
     elif sys.argv[1] in ("finish", "finish-peer-dies"):
         finish(Path(sys.argv[2]), peer_dies=sys.argv[1] == "finish-peer-dies")
     elif sys.argv[1] == "train-poisoned":

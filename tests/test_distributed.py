@@ -41,6 +41,8 @@ pytestmark = pytest.mark.slow  # every test but one starts fresh interpreters (t
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(worker.__file__)
 WORLD = 2
+TWO_RANK_ENV_STEPS = 6000
+TWO_RANK_THRESHOLD = -800.0
 TINY_TRAIN = [
     "task=pendulum",
     "algo=sac",
@@ -65,7 +67,8 @@ def free_port() -> int:
 
 def rank_env(rank: int, port: int) -> dict[str, str]:
     """The environment torchrun gives rank ``rank`` of two on this host."""
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    threads = os.environ.get("OMP_NUM_THREADS", "1")  # tests/learning_spread.py measures 1 and 2
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": threads, "PYTHONUNBUFFERED": "1"}
     env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(WORLD), RANK=str(rank))
     env.update(LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(WORLD), UNILAB_DIST_TIMEOUT_S="60")
     return env
@@ -300,15 +303,22 @@ def resume_cmd(run_dir: Path, *overrides: str) -> list[str]:
     return ["-m", "unilab_gpu.cli.train", f"resume={run_dir}", *overrides]
 
 
+def learn_on_two_ranks(out_dir: Path, seed: int = 0) -> dict:
+    """SAC with tests/test_rl_learning.py's settings, 4 envs per rank (ranks seeded ``2 seed`` and
+    ``2 seed + 1``): 8 envs in the fleet as in the single-process test, half its env steps. Returns
+    rank 0's ``{"return", "env_steps"}``."""
+    procs = start_ranks([str(WORKER), "learn", str(out_dir), str(TWO_RANK_ENV_STEPS), str(seed)], out_dir)
+    assert wait_all(procs, out_dir, timeout=300) == [0] * WORLD
+    return torch.load(out_dir / "learn.pt")
+
+
 def test_two_rank_pendulum_learns(tmp_path):
-    # (c) SAC with tests/test_rl_learning.py's settings, 4 envs per rank: 8 envs in the fleet as
-    # in the single-process test, half its env steps (the threshold says "clearly learning").
-    procs = start_ranks([str(WORKER), "learn", str(tmp_path), "6000"], tmp_path)
-    assert wait_all(procs, tmp_path, timeout=300) == [0] * WORLD
-    result = torch.load(tmp_path / "learn.pt")
+    """The threshold says "clearly learning" (random policy: -1181); its margin over seeds and
+    thread counts is checked against tests/data/learning_spread.json (``test_rl_learning``)."""
+    result = learn_on_two_ranks(tmp_path)
     print(f"two ranks, {result['env_steps']} env steps: return {result['return']:.0f}")
-    assert result["env_steps"] == 6000
-    assert result["return"] > -800.0  # random policy: -1181
+    assert result["env_steps"] == TWO_RANK_ENV_STEPS
+    assert result["return"] > TWO_RANK_THRESHOLD
 
 
 def test_torchrun_logs_and_checkpoints_once_and_resumes(tmp_path):

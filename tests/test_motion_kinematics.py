@@ -102,3 +102,21 @@ def test_rejects_models_without_a_free_root():
     )
     with pytest.raises(ValueError, match="first joint is a free joint"):
         RobotKinematics(model)
+
+
+def test_root_from_body_inverts_forward_kinematics():
+    """The root that puts a body where FK put it is the root FK started from (torso, via the waist)."""
+    from unilab_gpu.motion import synthesize_clip
+
+    kinematics = RobotKinematics.from_robot("g1")
+    clip = synthesize_clip(seconds=0.5, seed=7, kinematics=kinematics)
+    for body in ("torso_link", "left_wrist_yaw_link", "pelvis"):
+        b = kinematics.body_names.index(body)
+        root_pos, root_quat = kinematics.root_from_body(
+            body, clip.body_pos_w[:, b], clip.body_quat_w[:, b], clip.joint_pos
+        )
+        np.testing.assert_allclose(root_pos, clip.root_pos, atol=1e-9)
+        np.testing.assert_allclose(root_quat * np.sign(root_quat[:, :1] * clip.root_quat[:, :1]), clip.root_quat,
+                                   atol=1e-9)  # fmt: skip
+    with pytest.raises(ValueError, match="no body 'hat'"):
+        kinematics.root_from_body("hat", clip.root_pos, clip.root_quat, clip.joint_pos)

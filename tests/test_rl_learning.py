@@ -40,10 +40,12 @@ off (Inductor's CPU codegen alone would take minutes).
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 import torch
+from learning_spread import MARGIN, RUNS, SPREAD_FILE, fingerprint
 from rl_agent_helpers import COMPILE_BACKEND
 
 from unilab_gpu.envs.make_env import make_env
@@ -112,6 +114,36 @@ def train(algo: str, seed: int = 0, compile: bool = False) -> tuple[OffPolicyTra
     return trainer, time.perf_counter() - start
 
 
+def train_and_score(algo: str, seed: int = 0, compile: bool = False) -> float:
+    """The learning test's score of ``algo`` trained with ``seed``: the mean evaluation return."""
+    trainer, seconds = train(algo, seed, compile)
+    assert trainer.agent.cfg.compile is compile
+    env = evaluation_env()
+    stats = evaluate(env, agent_policy(trainer.agent), env.max_episode_length)
+    assert stats["episode/count"] == 32
+    print(f"{algo}: {trainer.env_steps} env steps, {trainer.agent.num_updates} updates, {seconds:.0f} s")
+    return stats["episode/return"]
+
+
+def test_every_learning_threshold_clears_the_measured_spread():
+    """Every learning test's threshold lies at least ``MARGIN`` below every score its settings
+    reached over seeds 0-2 at 1 and 2 torch threads (tests/data/learning_spread.json, made by
+    tests/learning_spread.py): so a test passes on the learning, not on one reduction order. The
+    file's fingerprint of each test's settings must match them; change a setting, re-measure."""
+    spread = json.loads(SPREAD_FILE.read_text())
+    assert spread["margin"] == MARGIN
+    for run in RUNS:
+        entry = spread["runs"][run]
+        assert entry["fingerprint"] == fingerprint(run), (
+            f"the {run} learning test's settings changed since they were measured: "
+            f"python tests/learning_spread.py --runs {run}"
+        )
+        cells = {(row["seed"], row["threads"]) for row in entry["scores"]}
+        assert {(seed, threads) for seed in (0, 1, 2) for threads in (1, 2)} <= cells, f"{run}: {sorted(cells)}"
+        worst = min(row["score"] for row in entry["scores"])
+        assert worst > entry["settings"]["threshold"] + MARGIN, f"{run}: worst score {worst} of {entry['scores']}"
+
+
 def test_random_policy_score():
     env = evaluation_env()
     stats = evaluate(env, uniform_random_policy(env, torch.Generator().manual_seed(0)), env.max_episode_length)
@@ -122,12 +154,7 @@ def test_random_policy_score():
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ["sac", "flashsac"])
 def test_agent_swings_the_pendulum_up(algo):
-    trainer, seconds = train(algo)
-    env = evaluation_env()
-    stats = evaluate(env, agent_policy(trainer.agent), env.max_episode_length)
-    score = stats["episode/return"]
-    print(f"{algo}: {trainer.env_steps} env steps, {trainer.agent.num_updates} updates, {seconds:.0f} s -> {score:.0f}")
-    assert stats["episode/count"] == 32
+    score = train_and_score(algo)
     assert score > THRESHOLD, f"{algo} scored {score:.0f} (random {RANDOM_RETURN:.0f}, need {THRESHOLD:.0f})"
 
 
@@ -135,9 +162,5 @@ def test_agent_swings_the_pendulum_up(algo):
 def test_flashsac_swings_the_pendulum_up_through_the_compiled_update():
     """The main job's algorithm learns with every update piece under ``torch.compile`` (Dynamo
     whole-graph capture with the tests' backend, ``UNILAB_TEST_COMPILE_BACKEND``)."""
-    trainer, seconds = train("flashsac", compile=True)
-    assert trainer.agent.cfg.compile
-    env = evaluation_env()
-    score = evaluate(env, agent_policy(trainer.agent), env.max_episode_length)["episode/return"]
-    print(f"flashsac compiled: {trainer.agent.num_updates} updates, {seconds:.0f} s -> {score:.0f}")
+    score = train_and_score("flashsac", compile=True)
     assert score > THRESHOLD, f"compiled flashsac scored {score:.0f} (random {RANDOM_RETURN:.0f}, need {THRESHOLD:.0f})"

@@ -171,20 +171,30 @@ PENDULUM_PPO = {
     "schedule": "fixed",
     "learning_rate": 5e-4,
 }
+PPO_ITERATIONS = 300
 THRESHOLD = -400.0  # as for SAC/FlashSAC (tests/test_rl_learning.py): random -1181, hanging ~ -1000
 
 
-@pytest.mark.slow
-def test_rsl_rl_runner_learns_the_pendulum_swing_up() -> None:
-    """Measured on one core: -299 (seed 0) and -292 (seed 1) after 300 iterations, 614k env steps, ~80 s."""
-    env = make_env("pendulum", num_envs=64, compile=False, seed=0)
-    trainer = PpoTrainer.from_config(env, PENDULUM_PPO, total_env_steps=300 * 64 * 32, log_every=50)
-    assert trainer.settings.iterations == 300
+def train_ppo(seed: int = 0) -> float:
+    """Trains PPO on the pendulum with ``seed`` and returns its evaluation score (the mean return of
+    32 fixed-start episodes, as tests/test_rl_learning.py scores SAC and FlashSAC)."""
+    torch.manual_seed(seed)  # the networks' initial weights come from the global generator
+    env = make_env("pendulum", num_envs=64, compile=False, seed=seed)
+    trainer = PpoTrainer.from_config(env, PENDULUM_PPO, total_env_steps=PPO_ITERATIONS * 64 * 32, log_every=50)
+    assert trainer.settings.iterations == PPO_ITERATIONS
     assert trainer.train()
     evaluation = make_env("pendulum", 32, "cpu", ["randomize_initial_episode_length=false"], seed=123, compile=False)
     stats = evaluate(evaluation, agent_policy(trainer.agent), evaluation.max_episode_length)
     assert stats["episode/count"] == 32
-    assert stats["episode/return"] > THRESHOLD, f"PPO scored {stats['episode/return']:.0f}, need {THRESHOLD:.0f}"
+    return stats["episode/return"]
+
+
+@pytest.mark.slow
+def test_rsl_rl_runner_learns_the_pendulum_swing_up() -> None:
+    """The threshold's margin over the spread of seeds and torch thread counts is checked against
+    the committed measurement (tests/data/learning_spread.json, ``test_rl_learning``)."""
+    score = train_ppo(seed=0)
+    assert score > THRESHOLD, f"PPO scored {score:.0f}, need {THRESHOLD:.0f}"
 
 
 def test_ppo_presets_match_the_config_and_bad_keys_are_named() -> None:

@@ -3,6 +3,7 @@
 Usage::
 
     unilab-export RUN_DIR_OR_CHECKPOINT [--out policy.onnx] [--force]
+    unilab-export RUN_DIR --convention holosoma [--motion CLIP.npz] --out policy_holosoma.onnx
 
 Writes the deterministic actor with its observation normaliser folded in; input ``obs`` (the
 ``policy`` observation group), output ``actions``; deployment metadata (joint names in action
@@ -10,6 +11,8 @@ order, default joint positions, action scale/offset/bounds, PD gains, control dt
 layout, task and motion) in the file's metadata (see docs/export.md). Default output:
 ``RUN_DIR/policy.onnx``; an existing file is replaced only with ``--force``, and never the
 checkpoint itself or a run's config. A policy with NaN or inf parameters or statistics is refused.
+``--convention holosoma`` writes a tracking policy in holosoma's whole-body-tracking convention
+instead (its observation, the motion embedded behind a ``time_step`` input; docs/export.md).
 Needs ``pip install "unilab-gpu[export]"``.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from unilab_gpu.rl.checkpoint import CheckpointError
 
@@ -27,11 +31,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("checkpoint", help="run folder (uses its checkpoint.pt) or checkpoint file")
     parser.add_argument("--out", default=None, help="ONNX file to write (default: RUN_DIR/policy.onnx)")
     parser.add_argument("--force", action="store_true", help="replace an existing --out file")
+    parser.add_argument(
+        "--convention", choices=("unilab", "holosoma"), default="unilab",
+        help="the file's convention: ours, or holosoma's whole-body tracking (default: %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--motion", default=None, help="holosoma: the clip to embed (default: the run's clip, when it has one)"
+    )
     args = parser.parse_args(argv)
+    if args.motion is not None and args.convention != "holosoma":
+        parser.error("--motion goes with --convention holosoma (the file embeds that clip)")
+    if args.motion is not None and not Path(args.motion).is_file():
+        parser.error(f"--motion {args.motion}: no such motion file")
     try:
         from unilab_gpu.export.export_run import export_checkpoint
 
-        path = export_checkpoint(args.checkpoint, args.out, force=args.force)
+        path = export_checkpoint(args.checkpoint, args.out, args.force, args.convention, args.motion)
     except ModuleNotFoundError as error:
         print(f"unilab-export: error: {error.name} is missing; pip install 'unilab-gpu[export]'", file=sys.stderr)
         return 2

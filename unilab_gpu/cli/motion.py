@@ -8,6 +8,8 @@ Examples::
     unilab-motion synth synthetic.npz --seconds 20 --seed 3
     unilab-motion mirror dance.npz dance_mirrored.npz
     unilab-motion convert walk.csv walk.npz --robot my_robot
+    unilab-motion from-onnx fastsac_g1_29dof_dancing.onnx dance.npz
+    unilab-motion split dance.npz dance_windows/ --seconds 10 --overlap 1
 
 Every command works on one robot's joints and bodies: ``--robot`` (a folder under
 ``assets/robots/`` or a ``UNILAB_PATH`` folder's; default g1, named in the output).
@@ -32,8 +34,10 @@ from unilab_gpu.motion.canonical import save_motion
 from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.loader import FORMATS, load_motion, read_source
 from unilab_gpu.motion.mirror import DEFAULT_NAME_PAIRS, RobotMirror
+from unilab_gpu.motion.policy_reference import HOLD_SECONDS, REF_BODY, ReferenceChecks, read_policy_reference
 from unilab_gpu.motion.synthetic import synthesize_clip
 from unilab_gpu.motion.validation import MAX_FPS, MotionFormatError
+from unilab_gpu.motion.windows import clip_windows
 from unilab_gpu.paths import robot_config_file
 from unilab_gpu.utils.files import OutputPathError, check_output
 
@@ -82,6 +86,40 @@ def _synth(args: argparse.Namespace) -> None:
     clip = synthesize_clip(seconds=args.seconds, seed=args.seed, fps=args.fps, kinematics=kinematics)
     path = save_motion(clip, args.output)
     print(f"wrote {path}: {clip.num_frames} frames at {clip.fps:g} fps ({clip.duration:.2f} s) of robot {args.robot}")
+
+
+def _from_onnx(args: argparse.Namespace) -> None:
+    _check_output(args, (args.policy,))
+    kinematics = _kinematics(args.robot)
+    reference = read_policy_reference(
+        args.policy, args.policy_fps, kinematics, ref_body=args.ref_body, hold_seconds=args.hold_seconds
+    )
+    clip = build_clip(reference.source, kinematics, fps=None)
+    checks = ReferenceChecks.of(reference.ref_quat, clip, kinematics.joint_range)
+    path = save_motion(clip, args.output)
+    print(
+        f"wrote {path}: the reference of {args.policy}, {clip.num_frames} frames at {clip.fps:g} fps "
+        f"({clip.duration:.2f} s) of robot {args.robot}; it holds its last frame from time_step {reference.last_step}"
+    )
+    print(checks.summary())
+
+
+def _split(args: argparse.Namespace) -> None:
+    if args.output.exists() and not args.output.is_dir():
+        raise MotionFormatError(f"output {args.output} exists and is not a folder")
+    clip = load_motion(args.input, args.format, args.input_fps, fps=None, kinematics=_kinematics(args.robot))
+    windows = clip_windows(clip, args.seconds, args.overlap)
+    paths = [args.output / f"{args.input.stem}_{i:03d}.npz" for i in range(len(windows))]
+    existing = [p for p in paths if p.exists()]
+    if existing and not args.force:
+        raise OutputPathError(f"output {existing[0]} exists; pass --force to replace it")
+    args.output.mkdir(parents=True, exist_ok=True)
+    for window, path in zip(windows, paths, strict=True):
+        save_motion(window, path)
+    print(
+        f"wrote {len(windows)} windows of {args.input} ({clip.duration:.2f} s) to {args.output}: "
+        f"{args.seconds:g} s each, {args.overlap:g} s overlap, the last {windows[-1].duration:.2f} s"
+    )
 
 
 def _kinematics(robot: str) -> RobotKinematics:
@@ -181,6 +219,35 @@ def build_parser() -> argparse.ArgumentParser:
     mirror.add_argument("--input-fps", type=_fps, default=None, help="frame rate of a CSV (default 30)")
     mirror.add_argument("--force", action="store_true", help="replace an existing output file")
     mirror.set_defaults(run=_mirror)
+    from_onnx = commands.add_parser(
+        "from-onnx", help="extract the reference motion a tracking policy's ONNX embeds behind its time_step input"
+    )
+    from_onnx.add_argument("policy", type=Path)
+    from_onnx.add_argument("output", type=Path)
+    from_onnx.add_argument(
+        "--policy-fps", type=_fps, default=CONTROL_FPS, help="the policy's control rate, one time_step per frame "
+        "(default %(default)g)"
+    )  # fmt: skip
+    from_onnx.add_argument(
+        "--hold-seconds", type=_positive, default=HOLD_SECONDS,
+        help="the motion has ended when the outputs stay unchanged this long (default %(default)g)",
+    )  # fmt: skip
+    from_onnx.add_argument(
+        "--ref-body", default=REF_BODY, help="the body whose pose ref_pos_xyz, ref_quat_xyzw hold (default %(default)s)"
+    )
+    from_onnx.add_argument("--force", action="store_true", help="replace an existing output file")
+    from_onnx.set_defaults(run=_from_onnx)
+    split = commands.add_parser(
+        "split", help="cut a clip into overlapping windows written as separate clips into a folder (a motion set)"
+    )
+    split.add_argument("input", type=Path)
+    split.add_argument("output", type=Path, help="folder for <input name>_000.npz, _001.npz, ...")
+    split.add_argument("--format", choices=formats, default="auto")
+    split.add_argument("--input-fps", type=_fps, default=None, help="frame rate of a CSV (default 30)")
+    split.add_argument("--seconds", type=_positive, default=10.0, help="window length (default %(default)g)")
+    split.add_argument("--overlap", type=float, default=1.0, help="seconds shared by neighbours (default %(default)g)")
+    split.add_argument("--force", action="store_true", help="replace existing window files")
+    split.set_defaults(run=_split)
     for command in (convert, info, mirror):
         command.add_argument(
             "--order",
@@ -189,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="order of a file's unnamed joint and body columns: the model's (mjcf), Isaac Lab's breadth-first "
             "(isaaclab_bfs), or detected by forward kinematics (default: %(default)s)",
         )
-    for command in (convert, info, synth, mirror):
+    for command in (convert, info, synth, mirror, from_onnx, split):
         command.add_argument(
             "--robot", default="g1", help="the robot's folder under assets/robots or UNILAB_PATH (default: %(default)s)"
         )

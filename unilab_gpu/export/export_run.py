@@ -8,23 +8,44 @@ from pathlib import Path
 
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
+from unilab_gpu.export.holosoma import CONVENTION as HOLOSOMA
+from unilab_gpu.export.holosoma import (
+    HolosomaTrackingPolicy,
+    embedded_reference,
+    holosoma_metadata,
+    write_holosoma_onnx,
+)
 from unilab_gpu.export.metadata import deployment_metadata
 from unilab_gpu.export.onnx_policy import POLICY_FILE, write_onnx
 from unilab_gpu.export.policy import deterministic_policy
+from unilab_gpu.export.urdf import urdf_of
 from unilab_gpu.rl.agents import agent_from_checkpoint
 from unilab_gpu.rl.checkpoint import describe_entries, load_checkpoint, non_finite_entries, resolve_checkpoint
 from unilab_gpu.utils.files import check_output
 
+CONVENTIONS = ("unilab", HOLOSOMA)
+"""File conventions ``unilab-export --convention`` writes: ours (docs/export.md) or holosoma's
+whole-body-tracking ONNX (``export.holosoma``)."""
+
 
 def export_agent(
-    env: ManagerBasedRlEnv, agent, task: str, algo: str, path: str | os.PathLike, env_overrides: Sequence[str] = ()
+    env: ManagerBasedRlEnv,
+    agent,
+    task: str,
+    algo: str,
+    path: str | os.PathLike,
+    env_overrides: Sequence[str] = (),
+    convention: str = "unilab",
+    motion: str | os.PathLike | None = None,
 ) -> Path:
     """Write ``agent``'s deterministic policy for ``env``'s ``policy`` group to ``path``
-    (``env`` was built from ``task`` with ``env_overrides``).
+    (``env`` was built from ``task`` with ``env_overrides``), in ``convention`` (one of
+    :data:`CONVENTIONS`; ``holosoma`` embeds the run's clip, or the clip file ``motion``).
 
     Raises:
-        ValueError: the policy's parameters or buffers (normaliser statistics) hold NaN or inf;
-            nothing is written.
+        ValueError: the policy's parameters or buffers (normaliser statistics) hold NaN or inf,
+            or the policy cannot be written in ``convention`` (the reason in one line); nothing
+            is written.
     """
     policy = deterministic_policy(agent)
     bad = non_finite_entries(policy.state_dict())
@@ -32,11 +53,21 @@ def export_agent(
         listing = describe_entries(bad)
         raise ValueError(f"export refused, nothing was written: the policy holds non-finite values ({listing})")
     metadata = deployment_metadata(env, task, algo, list(env_overrides))
+    if convention == HOLOSOMA:
+        module = HolosomaTrackingPolicy(policy, metadata, embedded_reference(env, motion), env.sim.mj_model)
+        robot_urdf = urdf_of(env.sim.mj_model, Path(str(env.cfg.sim.model)).stem)
+        return write_holosoma_onnx(module, holosoma_metadata(metadata, robot_urdf), path)
+    if convention != "unilab":
+        raise ValueError(f"--convention must be one of {list(CONVENTIONS)}, got {convention!r}")
     return write_onnx(policy, env.observation_dims["policy"], metadata, path)
 
 
 def export_checkpoint(
-    checkpoint_path: str | os.PathLike, out: str | os.PathLike | None = None, force: bool = False
+    checkpoint_path: str | os.PathLike,
+    out: str | os.PathLike | None = None,
+    force: bool = False,
+    convention: str = "unilab",
+    motion: str | os.PathLike | None = None,
 ) -> Path:
     """Export a run folder's (or a checkpoint file's) policy; default ``<run folder>/policy.onnx``.
 
@@ -51,7 +82,8 @@ def export_checkpoint(
     cfg = checkpoint["config"]
     env = make_env(cfg["task"], num_envs=1, device="cpu", overrides=cfg["env"]["overrides"], compile=False)
     agent = agent_from_checkpoint(checkpoint, "cpu")
-    return export_agent(env, agent, cfg["task"], cfg["algo"]["name"], path, cfg["env"]["overrides"])
+    overrides = cfg["env"]["overrides"]
+    return export_agent(env, agent, cfg["task"], cfg["algo"]["name"], path, overrides, convention, motion)
 
 
 def export_after_training(env: ManagerBasedRlEnv, agent, cfg, run_dir: str | os.PathLike) -> str:

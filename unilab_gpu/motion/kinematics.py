@@ -10,7 +10,7 @@ import torch
 
 from unilab_gpu.paths import robot_asset
 from unilab_gpu.sim.joints import SCALAR_JOINT_TYPES, has_free_root
-from unilab_gpu.utils.rotations import quat_apply_inverse
+from unilab_gpu.utils.rotations import quat_apply, quat_apply_inverse, quat_conjugate, quat_mul
 
 
 @dataclass(frozen=True)
@@ -122,6 +122,30 @@ class RobotKinematics:
             out.ang_vel[t] = ang
             out.lin_vel[t] = lin_c + np.cross(ang, offset)
         return out
+
+    def root_from_body(
+        self, body: str, body_pos: np.ndarray, body_quat: np.ndarray, joint_pos: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The root poses that put ``body`` at ``body_pos`` ``(T, 3)``, ``body_quat`` ``(T, 4)`` wxyz
+        (world frame) with joint angles ``joint_pos`` ``(T, J)``: ``(root_pos (T, 3), root_quat (T, 4))``.
+
+        The body's pose in the root frame follows from the joints (FK with the root at the origin);
+        the root is the body's pose composed with its inverse. A tracking policy that stores the pose
+        of a reference body (holosoma's ``torso_link``) gives the root this way.
+        """
+        if body not in self.body_names:
+            raise ValueError(f"no body {body!r} in the model (bodies: {list(self.body_names)})")
+        index = self.body_names.index(body) + 1  # MuJoCo numbers the world body 0
+        m, d = self.model, self._data
+        rel_pos, rel_quat = np.zeros((len(joint_pos), 3)), np.zeros((len(joint_pos), 4))
+        for t in range(len(joint_pos)):
+            self._set_frame(np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0]), joint_pos[t])
+            mujoco.mj_kinematics(m, d)
+            rel_pos[t], rel_quat[t] = d.xpos[index], d.xquat[index]
+        quat = torch.from_numpy(body_quat / np.linalg.norm(body_quat, axis=-1, keepdims=True))
+        root_quat = quat_mul(quat, quat_conjugate(torch.from_numpy(rel_quat)))
+        root_pos = torch.from_numpy(body_pos) - quat_apply(root_quat, torch.from_numpy(rel_pos))
+        return root_pos.numpy(), root_quat.numpy()
 
     def geom_positions(
         self, root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray, geom_ids: np.ndarray
