@@ -17,6 +17,7 @@ Map:
     controller    Controller: MjData -> observation -> action -> PD targets, stepped at the metadata's rates
     terminations  numpy twins of the failure terminations (falls), by the env term's path
     registry      the user's twins: modules listed in UNILAB_DEPLOY_MODULES
+    foreign       policies of other frameworks, described by data (formats/*.json): open_policy, ForeignPolicy
 
 ``unilab-sim2sim`` (``unilab_gpu/export/sim2sim/``) runs a policy with it in MuJoCo C (docs/deploy.md).
 """

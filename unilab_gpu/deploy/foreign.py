@@ -24,8 +24,9 @@ framework's code. A *format* (``formats/<name>.json``) writes that contract down
 :class:`ForeignPolicy` turns a file and its format into the metadata :class:`~.controller.Controller`
 reads (``format`` names it), so the control step, the checks of the MJCF and sim-to-sim are the
 project's own. A tracking format's network takes a ``time_step`` input (the controller passes the
-reference frame) and returns the reference it was trained on: :meth:`ForeignPolicy.embedded_reference`
-sweeps ``time_step`` to read it out, the robot's bodies from the MJCF's kinematics.
+reference frame it observes) and returns the reference it was trained on; the training side reads
+that reference out (``unilab-motion from-onnx``, :mod:`unilab_gpu.motion.policy_reference`), and
+``unilab-sim2sim`` follows it.
 """
 
 from __future__ import annotations
@@ -35,12 +36,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-import mujoco
 import numpy as np
 
 from .policy_file import METADATA_VERSION, DeploymentError, PolicyFile, _session, check_metadata
-from .reference import ReferenceMotion
-from .rotations import quat_conjugate, quat_mul, rotate
 from .terms import MOTION_COMMAND, TERMS, VELOCITY_COMMAND
 
 FORMATS = Path(__file__).with_name("formats")
@@ -48,9 +46,6 @@ FORMATS = Path(__file__).with_name("formats")
 
 NATIVE = "unilab"
 """The format name of the project's own exports (``unilab-export`` metadata)."""
-
-MAX_EMBEDDED_FRAMES = 1_000_000
-"""The most frames :meth:`ForeignPolicy.embedded_reference` sweeps before giving up (5.5 h at 50 Hz)."""
 
 
 def format_names() -> list[str]:
@@ -144,74 +139,6 @@ class ForeignPolicy:
         if self.reads_time_step:
             feed[self._inputs["time_step"]] = np.array([[time_step]], dtype=np.float32)
         return self._session.run([self._outputs["action"]], feed)[0].reshape(-1)
-
-    def _reference_at(self, time_step: int) -> list[np.ndarray]:
-        """The network's reference outputs at ``time_step``: joint positions and velocities (the
-        file's joint order), the anchor's position and its quaternion xyzw."""
-        names = [self._outputs[key] for key in ("joint_pos", "joint_vel", "anchor_pos", "anchor_quat_xyzw")]
-        feed = {
-            self._inputs["observation"]: np.zeros((1, self.metadata["observation_dim"]), dtype=np.float32),
-            self._inputs["time_step"]: np.array([[time_step]], dtype=np.float32),
-        }
-        return [np.asarray(value, dtype=np.float64).reshape(-1) for value in self._session.run(names, feed)]
-
-    def embedded_reference(self, model: mujoco.MjModel) -> ReferenceMotion | None:
-        """The reference a tracking network embeds behind its ``time_step`` input (``None`` for
-        other kinds), at the control rate: frames ``0, 1, ...`` up to the first that equals the
-        frame the network holds past its end. The root (the MJCF's free body) is placed so that the
-        anchor body has the network's anchor pose given the joints; every body's pose comes from
-        the MJCF's kinematics; root velocities are finite differences.
-
-        Raises:
-          DeploymentError: the reference never stops changing within :data:`MAX_EMBEDDED_FRAMES`.
-        """
-        if not self.reads_time_step:
-            return None
-        meta = self.metadata
-        held = self._reference_at(2**24 - 1)  # the largest integer float32 holds exactly
-        frames = []
-        while True:
-            frames.append(self._reference_at(len(frames)))
-            if all(np.array_equal(a, b) for a, b in zip(frames[-1], held, strict=True)):
-                break
-            if len(frames) >= MAX_EMBEDDED_FRAMES:
-                raise DeploymentError(f"{self.path}: the embedded reference still changes at time_step {len(frames)}")
-        joint_pos, joint_vel, anchor_pos, anchor_xyzw = (np.stack(column) for column in zip(*frames, strict=True))
-        anchor_quat = anchor_xyzw[:, [3, 0, 1, 2]]
-        anchor_quat /= np.linalg.norm(anchor_quat, axis=1, keepdims=True)
-        joints = meta["observed_joint_names"]
-        qpos_adr = model.jnt_qposadr[[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in joints]]
-        anchor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, meta["commands"]["motion"]["params"]["anchor_body"])
-        root = int(model.jnt_qposadr[0])
-        data = mujoco.MjData(model)
-        count, bodies = len(frames), model.nbody - 1
-        root_pos, root_quat = np.zeros((count, 3)), np.zeros((count, 4))
-        body_pos, body_quat = np.zeros((count, bodies, 3)), np.zeros((count, bodies, 4))
-        for k in range(count):
-            data.qpos[:] = model.qpos0
-            data.qpos[qpos_adr] = joint_pos[k]
-            data.qpos[root : root + 7] = [0, 0, 0, 1, 0, 0, 0]
-            mujoco.mj_kinematics(model, data)
-            # anchor_w = root_w * anchor_in_root, so root_w = anchor_w * inverse(anchor_in_root)
-            root_quat[k] = quat_mul(anchor_quat[k], quat_conjugate(data.xquat[anchor]))
-            root_pos[k] = anchor_pos[k] - rotate(root_quat[k], data.xpos[anchor])
-            data.qpos[root : root + 3], data.qpos[root + 3 : root + 7] = root_pos[k], root_quat[k]
-            mujoco.mj_kinematics(model, data)
-            body_pos[k], body_quat[k] = data.xpos[1:], data.xquat[1:]
-        fps = 1.0 / meta["control_dt"]
-        return ReferenceMotion(
-            fps,
-            joints,
-            [model.body(b).name for b in range(1, model.nbody)],
-            joint_pos=joint_pos,
-            joint_vel=joint_vel,
-            root_pos=root_pos,
-            root_quat=root_quat,
-            root_lin_vel=np.gradient(root_pos, axis=0) * fps if count > 1 else np.zeros((1, 3)),
-            root_ang_vel=_angular_velocity(root_quat, fps),
-            body_pos_w=body_pos,
-            body_quat_w=body_quat,
-        )
 
 
 def _values(raw: dict[str, str], fmt: dict[str, Any], path: str | os.PathLike) -> dict[str, Any]:
@@ -323,16 +250,3 @@ def _metadata(fmt: dict[str, Any], kind: str, values: dict[str, Any], path: str 
         "terrain_sha256": None,
         "physics": None,
     }
-
-
-def _angular_velocity(quat: np.ndarray, fps: float) -> np.ndarray:
-    """World-frame angular velocity ``(T, 3)`` of wxyz orientations ``(T, 4)`` at ``fps``: the
-    rotation from each frame to the next over one frame's time (the last frame repeats the one before)."""
-    out = np.zeros((len(quat), 3))
-    for k in range(len(quat) - 1):
-        delta = np.zeros(3)
-        mujoco.mju_subQuat(delta, quat[k + 1], quat[k])  # body frame of quat[k]
-        out[k] = rotate(quat[k], delta) * fps
-    if len(quat) > 1:
-        out[-1] = out[-2]
-    return out

@@ -95,9 +95,8 @@ class Scenario:
             raise DeploymentError("--command vx,vy,wz is required for a velocity policy")
         if kind == "tracking" and self.command is not None:
             raise DeploymentError("--command applies to velocity policies; this one follows a motion (--motion)")
-        embedded = policy.embedded_reference(model) if isinstance(policy, ForeignPolicy) else None
-        if embedded is not None and self.motion is None:  # a foreign tracking network's own reference
-            loaded = embedded, f"embedded in the policy file ({embedded.num_frames} frames, time_step)"
+        if isinstance(policy, ForeignPolicy) and policy.reads_time_step and self.motion is None:
+            loaded = network_reference(meta, model, self.policy_path)  # the network's own reference
         else:
             loaded = load_reference(meta, model, self.motion, self.policy_path)
         reference, motion_name = loaded if loaded is not None else (None, None)
@@ -308,6 +307,24 @@ def load_reference(
         clip = synthesize_clip(seconds, seed, fps=fps, kinematics=kinematics)
         name = f"synthetic (seconds {seconds:g}, seed {seed})"
     return ReferenceMotion(clip.fps, clip.joint_names, clip.body_names, **clip.arrays()), name
+
+
+def network_reference(
+    meta: dict[str, Any], model: mujoco.MjModel, policy_path: str | Path
+) -> tuple[ReferenceMotion, str]:
+    """The reference a foreign tracking network embeds behind its ``time_step`` input, at its
+    control rate, with the bodies of ``model`` (``unilab-motion from-onnx``'s reading:
+    :func:`~unilab_gpu.motion.policy_reference.read_policy_reference`), and its name."""
+    from unilab_gpu.motion import RobotKinematics  # the training side converts
+    from unilab_gpu.motion.assemble import build_clip
+    from unilab_gpu.motion.policy_reference import read_policy_reference
+
+    kinematics = RobotKinematics(model)
+    anchor = command_of(meta, "motion")["params"]["anchor_body"]
+    read = read_policy_reference(policy_path, 1.0 / meta["control_dt"], kinematics, ref_body=anchor)
+    clip = build_clip(read.source, kinematics, fps=None)
+    reference = ReferenceMotion(clip.fps, clip.joint_names, clip.body_names, **clip.arrays())
+    return reference, f"embedded in the policy file ({clip.num_frames} frames behind time_step)"
 
 
 def scene_model(
