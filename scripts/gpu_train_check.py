@@ -15,7 +15,9 @@ holds the one-off ``torch.compile`` and CUDA-graph capture and is reported separ
   of each window divided by ``updates_per_step``), and ``phase_ms`` medians of every phase;
 - ``train_s``: seconds from the first logging point to the stop;
 - ``compile`` (the env's terms and the agent's updates through ``torch.compile``) and
-  ``update_mode`` (``compiled`` or ``eager``; see :func:`update_mode`);
+  ``update_mode`` (``captured`` only once the update's CUDA graphs were made, else ``compiled`` or
+  ``eager``: :attr:`UpdateStep.mode <unilab_gpu.rl.update_step.UpdateStep.mode>`; gpu_check.json's
+  ``train_update_mode``);
 - ``reward_trend``: ``[env_steps, mean per-step reward]`` at every logging point, and
   ``episode_return_trend`` likewise where episodes ended;
 - ``failures``: why the check fails, empty when it passes: no update ran in a run that reached a
@@ -133,7 +135,7 @@ def make_report(
         "device": str(trainer.env.device),
         "num_envs": trainer.env.num_envs,
         "compile": bool(cfg.compile),
-        "update_mode": update_mode(trainer),
+        "update_mode": trainer.update_step.mode,
         "batch_size": trainer.algo.batch_size,
         "updates_per_step": updates,
         "iterations": trainer.iteration,
@@ -154,15 +156,6 @@ def make_report(
         "failures": failures(points, trainer.agent.num_updates, trainer.env_steps, cut=not steady),
         "complete": complete,
     }
-
-
-def update_mode(trainer) -> str:
-    """How the agent's gradient updates ran: ``"captured"`` (replayed CUDA graphs, issue 49's
-    ``algo.capture_update``; only once they were made), else ``"compiled"`` (``torch.compile``) or
-    ``"eager"``. gpu_check.json's ``train_update_mode`` shows this value."""
-    if trainer.update_step.graphs:
-        return "captured"
-    return "compiled" if trainer.agent.cfg.compile else "eager"
 
 
 def failures(points: list, num_updates: int, env_steps: int, cut: bool = False) -> list[str]:

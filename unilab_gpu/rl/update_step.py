@@ -71,6 +71,14 @@ class UpdateStep:
         self.graphs: dict[bool, CudaGraph] = {}
         """Captured updates by actor phase (``True``: with the actor and temperature step)."""
 
+    @property
+    def mode(self) -> str:
+        """How updates run now: ``"captured"`` (replayed CUDA graphs, once one is made), else
+        ``"compiled"`` (``algo.compile``) or ``"eager"``."""
+        if self.graphs:
+            return "captured"
+        return "compiled" if self.agent.cfg.compile else "eager"
+
     def __call__(self) -> None:
         """One update; no host sync (replaying a graph only launches it)."""
         if not self.capture:
