@@ -89,7 +89,7 @@ def test_an_existing_report_is_refused_without_force(tmp_path: Path) -> None:
     assert out.read_text() == "{}"
 
 
-def test_the_report_is_written_after_every_warm_up_and_block_and_on_sigterm(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_the_report_is_written_after_each_warm_up_and_block_and_on_sigterm(tmp_path: Path, monkeypatch, capsys) -> None:
     """A cut keeps what was measured: the report after the warm-up (no timings yet), after the first
     round of blocks, and then, on SIGTERM in the second round, marked interrupted (exit 130)."""
     out = tmp_path / "update.json"
