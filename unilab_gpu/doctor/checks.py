@@ -123,7 +123,8 @@ def check_training_loop(algo: str, device: torch.device) -> Check:
     values = {**TINY_CONFIGS[algo], "warmup_steps": 2, "buffer_capacity_per_env": 16, "capture_update": cuda}
     cfg = algo_config(values, compile=False)
     agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
-    trainer = OffPolicyTrainer(env, agent, TrainerSettings(iterations=4, log_every=1000))
+    # Enough iterations for each actor phase's warm-up runs and capture (update_step.WARM_RUNS).
+    trainer = OffPolicyTrainer(env, agent, TrainerSettings(iterations=10, log_every=1000))
     trainer.train()  # warm-up, the first updates and the captures outside the audit
     iterations = 3
     with no_host_sync(record=True) as audit:
