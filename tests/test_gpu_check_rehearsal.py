@@ -160,9 +160,15 @@ def rehearsals(tmp_path_factory) -> dict[str, tuple[int, str, Path]]:
         "dance": _start(
             base / "dance", seconds=570, SKIP_CHECKS="1", DANCE_LEARNING="1", UPDATE="1", GPU_CHECK_PEERS=str(peers)
         ),
-        # Without ../shared/peers the dance blocks are skipped, with the reason.
+        # Without ../shared/peers the dance blocks are skipped, with the reason; without Triton (block
+        # 0's proof) the update call compares eager with the captured uncompiled update.
         "no_peers": _start(
-            base / "no_peers", SKIP_CHECKS="1", DANCE_LEARNING="1", GPU_CHECK_PEERS=str(base / "no_peers_here")
+            base / "no_peers",
+            SKIP_CHECKS="1",
+            DANCE_LEARNING="1",
+            UPDATE="1",
+            GPU_CHECK_PEERS=str(base / "no_peers_here"),
+            GPU_CHECK_STUB="environment=no_triton",
         ),
         # Each block of the default call in turn hangs until the deadline cuts it.
         **{
@@ -356,8 +362,11 @@ def test_without_the_peers_the_dance_blocks_are_skipped_with_the_reason(rehearsa
     status, output, out = rehearsals["no_peers"]
     assert status == 0, output  # nothing this machine could run failed
     blocks = _blocks(out)
-    assert [(name, b["exit"], b.get("reason")) for name, b in blocks.items() if name != "environment"] == [
+    assert [(name, b["exit"], b.get("reason")) for name, b in blocks.items() if "dance" in name] == [
         (name, "skipped", "no_shared_peers") for name in ("dance_clip", "warm_dance", "curve_dance", "eval_dance")
     ]
     assert "fastsac_g1_29dof_dancing.onnx is not on this machine" in output
+    # Block 0 found no Triton: the update call's modes follow its proof (the dance call's, with
+    # Triton proven, are eager, compiled and captured whether or not triton imports where it runs).
+    assert list(_facts(out)["update"]["update_mode"]) == ["eager", "captured_eager"]
     _returned(out, most=4)
