@@ -311,11 +311,12 @@ if [ $PLAN = 0 ]; then
   gpus=$(fact devices)
   publish
 fi
-test_select=()  # without Triton: the Inductor tests deselected
-[ "$triton" = True ] || test_select=(-k "not inductor")
+update_tests="captured_updates or each_phase or failed_warm_up"  # tests/test_rl_gpu.py's captured-update tests
+no_triton=""  # without Triton: the Inductor tests and compiled variants deselected
+[ "$triton" = True ] || no_triton=" and not inductor and not compiled"
 train_compile=()  # compiled (train.yaml's compile=auto) unless block 0 could not prove Triton
 [ "$triton" = True ] || train_compile=(compile=false)
-gpu_pytest=(env UNILAB_REQUIRE_GPU=1 "$PY" -m pytest -m gpu -q -rs -p no:cacheprovider "${test_select[@]}")
+gpu_pytest=(env UNILAB_REQUIRE_GPU=1 "$PY" -m pytest -m gpu -q -rs -p no:cacheprovider)
 
 workers=$(( $(nproc) < 8 ? $(nproc) : 8 ))  # parallel Warp compiles of the warm blocks
 if [ "${SKIP_CHECKS:-0}" != 1 ]; then  # the default call; SKIP_CHECKS=1 runs only the further calls' blocks
@@ -334,8 +335,10 @@ block doctor "$PY" -m unilab_gpu.cli.doctor --device cuda --tasks g1_tracking --
 block capture_rough "$PY" -m unilab_gpu.cli.doctor --device cuda --capture-task go2_velocity_rough \
   --tasks go2_velocity_rough --num-envs 1024 --no-compile --out "$WORK/capture_rough.json"
 
-# 3. The captured update against the uncaptured one from the same state, first of the GPU tests.
-block update_tests "${gpu_pytest[@]}" tests/test_rl_gpu.py --junitxml="$WORK/update_tests.xml"
+# 3. The captured update against the uncaptured one from the same state (its uncompiled variants
+#    first), its warm-up runs and their failure, first of the GPU tests.
+block update_tests "${gpu_pytest[@]}" -k "($update_tests)$no_triton" tests/test_rl_gpu.py \
+  --junitxml="$WORK/update_tests.xml"
 
 # 4. unilab-bench: the captured step against physics alone in the same run, 8192 envs first (the
 #    size a cut would lose), then 4096; eager terms; its JSON is rewritten after every size.
@@ -351,7 +354,7 @@ block train "$PY" scripts/gpu_train_check.py --device cuda --num-envs 4096 --sec
   --max-seconds "$train_limit" --force --out "$WORK/train_check.json" -- algo.capture_update=true "${train_compile[@]}"
 
 # 6. The rest of the tests marked gpu.
-block gpu_tests "${gpu_pytest[@]}" --ignore=tests/test_rl_gpu.py --junitxml="$WORK/gpu_tests.xml"
+block gpu_tests "${gpu_pytest[@]}" -k "not ($update_tests)$no_triton" --junitxml="$WORK/gpu_tests.xml"
 
 fi  # SKIP_CHECKS
 

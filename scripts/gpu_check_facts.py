@@ -24,15 +24,18 @@ goes to stderr.
 
 ``summary`` prints, as JSON, the key facts of what the blocks wrote so far into gpu_check.sh's
 working folder WORK (``environment.json``, ``warm.json``, ``doctor.json``,
-``bench_gpu_capture.json``, ``gpu_tests.xml``, ``compiled_eager.json``, ``train_check.json``,
-``summary.txt``): CUDA usable, Triton, physics alone, capture works (and its capture ids), replay
+``capture_rough.json``, ``update_tests.xml``, ``bench_gpu_capture.json``, ``gpu_tests.xml``,
+``compiled_eager.json``, ``train_check.json``, ``summary.txt``, and the further calls' reports): CUDA usable, Triton, physics alone, capture works (and its capture ids), replay
 == eager over steps with resets, no sync in replay, env-steps/s of the captured step against
 physics alone (the doctor's size and every bench size), the solver A/B, the GPU tests' counts,
-compiled == eager per task, the training run (throughput, compiled or not, how its updates ran:
-``train_update_mode``), and every
+the rough-terrain capture checks (``capture_rough``), the captured-update tests' and the other GPU
+tests' counts, compiled == eager per task, the training run (throughput over its steady windows,
+compiled or not, how its updates ran: ``train_update_mode``, whether it was cut short), and every
 block's exit status and seconds; a missing or partial file leaves its facts ``null`` (a cut
-doctor's report says which check it was in: ``doctor_interrupted``); block 9's rough-terrain
-doctor and bench under ``rough``, block 10's rough-terrain learning under ``rough_learning``.
+doctor's report says which check it was in: ``doctor_interrupted``); the further calls' facts under
+``rough`` (block 9), ``rough_learning`` (10), ``update`` (11: each mode's update mode and ms, the
+ratios against eager), ``tracking_learning`` (8) and ``dance_learning`` (12: env steps, full-clip
+success rates and MPKPE).
 gpu_check.sh runs it after every block and renames its output over ``OUT/gpu_check.json`` (as it
 does with ``environment.json``): the standard library only, so it costs a fraction of a second.
 ``brief`` prints those facts one per line, for the check's stdout.

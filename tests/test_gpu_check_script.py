@@ -448,3 +448,33 @@ def test_compiled_equals_eager_is_reported_per_task_and_an_unfinished_task_is_un
     lines = facts.brief(got)
     assert 'gpu_check: compiled_equals_eager = {"g1_tracking": false, "go2_velocity_rough": null}' in lines
     assert not any(line.startswith(("gpu_check: blocks", "gpu_check: environment")) for line in lines)
+
+
+def test_the_update_calls_facts_say_how_each_mode_ran_and_its_ratios(tmp_path) -> None:
+    # Block 11 (UPDATE=1): a mode that asked for capture but fell back says so; the ratios are
+    # bench_update.py's own; absent when the block did not run.
+    assert "update" not in facts.summary(tmp_path)
+    rows = [
+        {"preset": "gpu", "mode": "eager", "update_mode": "eager", "update_ms": 8.0},
+        {"preset": "gpu", "mode": "captured", "update_mode": "compiled", "update_ms": 4.0},
+    ]
+    report = {"results": rows, "ratios": {"gpu": {"captured_update_time_over_eager": 0.5}}, "complete": False}
+    (tmp_path / "bench_gpu_update.json").write_text(json.dumps(report))
+    got = facts.summary(tmp_path)["update"]
+    assert got["update_mode"] == {"eager": "eager", "captured": "compiled"} and got["complete"] is False
+    assert got["update_ms"] == {"eager": 8.0, "captured": 4.0} and got["ratios"] == report["ratios"]
+
+
+def test_a_tracking_calls_facts_are_its_steps_and_full_clip_success(tmp_path) -> None:
+    start = {"overall": {"success_rate": 0.25, "mpkpe_m": 0.08}}
+    spread = {"overall": {"success_rate": 0.75, "mpkpe_m": 0.04}}
+    (tmp_path / "g1_dance_sac_gpu_eval.json").write_text(json.dumps({"start": start, "spread": spread}))
+    got = facts.summary(tmp_path)
+    assert "tracking_learning" not in got
+    assert got["dance_learning"] == {
+        "env_steps": None,  # the curve's file is not there (cut before its first point)
+        "success_rate_from_start": 0.25,
+        "success_rate_from_spread": 0.75,
+        "mpkpe_m_from_start": 0.08,
+        "mpkpe_m_from_spread": 0.04,
+    }
