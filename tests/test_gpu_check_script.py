@@ -26,6 +26,8 @@ def _gpu_check(
 ) -> subprocess.CompletedProcess:
     env = {**CPU_ONLY, "OUT": str(out), "PYTHON": sys.executable, "BUNDLE": str(bundle_dir), **extra_env}
     env.setdefault("GPU_CHECK_WORK", str(_work(out)))
+    # Block 0's real imports (torch, Warp, MJWarp) on a shared CPU can outlast its 40 s budget (the GPU machine's).
+    env.setdefault("GPU_CHECK_BUDGETS", "environment=180")
     if target is not None:
         env["BUNDLE_TARGET"] = str(target)
     return subprocess.run(
