@@ -153,7 +153,7 @@ def rehearsals(tmp_path_factory) -> dict[str, tuple[int, str, Path]]:
             ROUGH="1",
             ROUGH_LEARNING="1",
             GPU_CHECK_STUB="curve_rough=hang@2",
-            GPU_CHECK_BUDGETS="curve_rough=4",
+            GPU_CHECK_BUDGETS="curve_rough=15",
         ),
         # The dance call and the update call: the clip extracted, learned and evaluated; the
         # update's modes, its captured mode captured.
@@ -173,7 +173,7 @@ def rehearsals(tmp_path_factory) -> dict[str, tuple[int, str, Path]]:
         # Each block of the default call in turn hangs until the deadline cuts it.
         **{
             f"deadline_{name}": _start(
-                base / f"deadline_{name}", seconds=30, GPU_CHECK_STUB=f"{name}=hang@1", GPU_CHECK_BUDGETS=f"{name}=1000"
+                base / f"deadline_{name}", seconds=60, GPU_CHECK_STUB=f"{name}=hang@1", GPU_CHECK_BUDGETS=f"{name}=1000"
             )
             for name in DEFAULT_BLOCKS[1:]
         },
@@ -189,7 +189,7 @@ def rehearsals(tmp_path_factory) -> dict[str, tuple[int, str, Path]]:
     os.killpg(outside.pid, signal.SIGTERM)
     results = {}
     for name, process in started.items():
-        output, _ = process.communicate(timeout=120)
+        output, _ = process.communicate(timeout=600)  # minutes only on a machine loaded many times over
         results[name] = (process.returncode, output, base / name)
     return results
 
