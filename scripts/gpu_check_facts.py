@@ -25,10 +25,10 @@ goes to stderr.
 ``summary`` prints, as JSON, the key facts of what the blocks wrote so far into gpu_check.sh's
 working folder WORK (``environment.json``, ``warm.json``, ``doctor.json``,
 ``capture_rough.json``, ``update_tests.xml``, ``bench_gpu_capture.json``, ``gpu_tests.xml``,
-``compiled_eager.json``, ``train_check.json``, ``summary.txt``, and the further calls' reports): CUDA usable, Triton, physics alone, capture works (and its capture ids), replay
-== eager over steps with resets, no sync in replay, env-steps/s of the captured step against
-physics alone (the doctor's size and every bench size), the solver A/B, the GPU tests' counts,
-the rough-terrain capture checks (``capture_rough``), the captured-update tests' and the other GPU
+``compiled_eager.json``, ``train_check.json``, ``summary.txt``, and the further calls' reports):
+CUDA usable, Triton, physics alone, capture works (and its capture ids), replay == eager over
+steps with resets, no sync in replay, env-steps/s of the captured step against physics alone (the
+doctor's size and every bench size), the solver A/B, the rough-terrain capture checks (``capture_rough``), the captured-update tests' and the other GPU
 tests' counts, compiled == eager per task, the training run (throughput over its steady windows,
 compiled or not, how its updates ran: ``train_update_mode``, whether it was cut short), and every
 block's exit status and seconds; a missing or partial file leaves its facts ``null`` (a cut
