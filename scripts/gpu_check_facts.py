@@ -28,9 +28,10 @@ working folder WORK (``environment.json``, ``warm.json``, ``doctor.json``,
 ``compiled_eager.json``, ``train_check.json``, ``summary.txt``, and the further calls' reports):
 CUDA usable, Triton, physics alone, capture works (and its capture ids), replay == eager over
 steps with resets, no sync in replay, env-steps/s of the captured step against physics alone (the
-doctor's size and every bench size), the solver A/B, the rough-terrain capture checks (``capture_rough``), the captured-update tests' and the other GPU
-tests' counts, compiled == eager per task, the training run (throughput over its steady windows,
-compiled or not, how its updates ran: ``train_update_mode``, whether it was cut short), and every
+doctor's size and every bench size), the solver A/B, the rough-terrain capture checks
+(``capture_rough``), the captured-update tests' and the other GPU tests' counts, compiled == eager
+per task, the training run (throughput over its steady windows, compiled or not, how its updates
+ran: ``train_update_mode``, whether it was cut short), and every
 block's exit status and seconds; a missing or partial file leaves its facts ``null`` (a cut
 doctor's report says which check it was in: ``doctor_interrupted``); the further calls' facts under
 ``rough`` (block 9), ``rough_learning`` (10), ``update`` (11: each mode's update mode and ms, the
