@@ -22,8 +22,11 @@ mode alike.
 Modes: ``eager`` (``algo.compile=false``), ``compiled`` (``algo.compile=true``, Inductor) and,
 on CUDA only, ``captured`` (``algo.compile=true``, ``algo.capture_update=true``) and
 ``captured_eager`` (the captured update without ``torch.compile``, where Triton is missing). The env step is
-the same in every mode (eager terms; captured as one CUDA graph on CUDA). ``--out`` is checked
-before any work and written atomically.
+the same in every mode (eager terms; captured as one CUDA graph on CUDA). Each row says how its
+updates actually ran, ``update_mode`` (``captured`` only where the CUDA graphs were made). ``--out``
+is checked before any work and written atomically after every mode's warm-up and every timed block
+(``complete: false`` until the end), and on ``SIGINT``/``SIGTERM`` (``interrupted: true``, exit
+status 130), so that a cut run keeps what it measured; the ratios go to stdout too.
 
 Presets:
   learning_curve  FlashSAC at the CPU learning curve's settings (16 envs, batch 512, 2 updates
@@ -40,6 +43,8 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import json
+import signal
 import statistics
 import time
 from collections.abc import Callable
@@ -118,12 +123,24 @@ def timed_ms(run: Callable[[], None], count: int, wait: Callable[[], None]) -> f
     return 1e3 * (time.perf_counter() - start) / count
 
 
-def measure_preset(preset_name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+def measure_preset(
+    preset_name: str, args: argparse.Namespace, publish: Callable[[list[dict[str, Any]]], None] = lambda rows: None
+) -> list[dict[str, Any]]:
     """One row per mode of ``args.modes``. The modes' timed blocks alternate (eager, compiled, ...,
     eager, compiled, ...), so that a load that comes and goes on a shared machine weighs on every
-    mode alike and the ratios stay fair."""
+    mode alike and the ratios stay fair. ``publish`` gets the rows so far after every mode's
+    warm-up and every round of timed blocks."""
     preset = PRESETS[preset_name]
     trainers, warm_s = {}, {}
+    update_ms: dict[str, list[float]] = {mode: [] for mode in args.modes}
+    iteration_ms: dict[str, list[float]] = {mode: [] for mode in args.modes}
+
+    def rows() -> list[dict[str, Any]]:
+        return [
+            preset_row(preset_name, mode, trainer, warm_s[mode], update_ms[mode], iteration_ms[mode])
+            for mode, trainer in trainers.items()
+        ]
+
     for mode in args.modes:
         torch.manual_seed(args.seed)
         trainer = build_trainer(preset, mode, args.device, args.seed)
@@ -138,41 +155,56 @@ def measure_preset(preset_name: str, args: argparse.Namespace) -> list[dict[str,
             trainer.run_iteration()
         wait()
         trainers[mode], warm_s[mode] = trainer, time.perf_counter() - start
-    update_ms: dict[str, list[float]] = {mode: [] for mode in args.modes}
-    iteration_ms: dict[str, list[float]] = {mode: [] for mode in args.modes}
+        publish(rows())
     for _ in range(args.blocks):
         for mode, trainer in trainers.items():
             wait = synchronized(trainer.device)
             update_ms[mode].append(timed_ms(trainer.update_step, args.updates, wait))
             iteration_ms[mode].append(timed_ms(trainer.run_iteration, args.iterations, wait))
-    rows = []
-    for mode, trainer in trainers.items():
-        iteration = statistics.median(iteration_ms[mode])
-        row = {
-            "preset": preset_name,
-            "mode": mode,
-            "algo": preset["algo"],
-            "num_envs": preset["num_envs"],
-            "overrides": preset["overrides"],
-            "batch_size": trainer.algo.batch_size,
-            "updates_per_step": trainer.algo.updates_per_step,
-            "captured": bool(trainer.update_step.graphs),
-            "warm_up_s": warm_s[mode],
-            "update_ms": statistics.median(update_ms[mode]),
-            "update_ms_min": min(update_ms[mode]),
-            "update_ms_blocks": update_ms[mode],
-            "iteration_ms": iteration,
-            "iteration_ms_blocks": iteration_ms[mode],
-            "env_steps_per_s": preset["num_envs"] / (iteration / 1e3),
-            "env_steps_per_s_best": preset["num_envs"] / (min(iteration_ms[mode]) / 1e3),
-        }
+        publish(rows())
+    for row in rows():
         print(
-            f"{preset_name:15s} {mode:9s} update {row['update_ms']:9.2f} ms   {row['env_steps_per_s']:10.0f} "
-            f"env-steps/s (warm-up {warm_s[mode]:.0f} s)",
+            f"{preset_name:15s} {row['mode']:9s} update {row['update_ms']:9.2f} ms   {row['env_steps_per_s']:10.0f} "
+            f"env-steps/s (warm-up {row['warm_up_s']:.0f} s; updates {row['update_mode']})",
             flush=True,
         )
-        rows.append(row)
-    return rows
+    return rows()
+
+
+def preset_row(
+    preset_name: str,
+    mode: str,
+    trainer: OffPolicyTrainer,
+    warm_s: float,
+    update_ms: list[float],
+    iteration_ms: list[float],
+) -> dict[str, Any]:
+    """A mode's row from its timed blocks so far (timings ``None`` before the first block)."""
+    preset = PRESETS[preset_name]
+    row = {
+        "preset": preset_name,
+        "mode": mode,
+        "algo": preset["algo"],
+        "num_envs": preset["num_envs"],
+        "overrides": preset["overrides"],
+        "batch_size": trainer.algo.batch_size,
+        "updates_per_step": trainer.algo.updates_per_step,
+        "captured": bool(trainer.update_step.graphs),
+        "update_mode": trainer.update_step.mode,
+        "warm_up_s": warm_s,
+        "update_ms_blocks": list(update_ms),
+        "iteration_ms_blocks": list(iteration_ms),
+    }
+    timed = bool(update_ms and iteration_ms)
+    iteration = statistics.median(iteration_ms) if timed else None
+    row.update(
+        update_ms=statistics.median(update_ms) if timed else None,
+        update_ms_min=min(update_ms) if timed else None,
+        iteration_ms=iteration,
+        env_steps_per_s=preset["num_envs"] / (iteration / 1e3) if timed else None,
+        env_steps_per_s_best=preset["num_envs"] / (min(iteration_ms) / 1e3) if timed else None,
+    )
+    return row
 
 
 RATIOS = {
@@ -186,11 +218,11 @@ best blocks: on a loaded machine the least disturbed block of each mode is the f
 
 
 def ratios(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per preset, each mode's :data:`RATIOS` against the eager mode's."""
+    """Per preset, each mode's :data:`RATIOS` against the eager mode's (rows not timed yet left out)."""
     out: dict[str, dict[str, float]] = {}
     for row in rows:
         eager = next((r for r in rows if r["preset"] == row["preset"] and r["mode"] == "eager"), None)
-        if eager is None or row["mode"] == "eager":
+        if eager is None or row["mode"] == "eager" or row.get("update_ms") is None or eager.get("update_ms") is None:
             continue
         for name, key in RATIOS.items():
             out.setdefault(row["preset"], {})[f"{row['mode']}_{name}"] = row[key] / eager[key]
@@ -222,18 +254,40 @@ def main(argv: list[str] | None = None) -> None:
     except OutputPathError as error:
         raise SystemExit(f"bench_update: error: {error}") from None
 
-    rows = [row for preset in args.presets for row in measure_preset(preset, args)]
-    report = {
+    head = {
         "benchmark": "update",
         "task": "g1_tracking",
         "presets": {name: PRESETS[name] for name in args.presets},
         "settings": {k: getattr(args, k) for k in ("warm_updates", "updates", "blocks", "iterations", "seed")},
         "machine": machine_info(args.device),
-        "results": rows,
-        "ratios": ratios(rows),
     }
-    write_json_atomic(args.out, portable_paths(report))
+    done: list[dict[str, Any]] = []  # the finished presets' rows
+    latest: list[dict[str, Any]] = []  # the running preset's rows so far
+
+    def publish(rows: list[dict[str, Any]], **status: Any) -> None:
+        latest[:] = rows
+        report = {**head, "results": done + rows, "ratios": ratios(done + rows), "complete": False, **status}
+        write_json_atomic(args.out, portable_paths(report))
+
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # a cut from outside ends as Ctrl-C does
+    try:
+        for preset in args.presets:
+            done.extend(measure_preset(preset, args, publish))
+            latest.clear()
+    except KeyboardInterrupt:
+        publish(latest, interrupted=True)
+        print(f"bench_update: INTERRUPTED; what was measured is in {args.out}")
+        print(f"bench_update: ratios {json.dumps(ratios(done + latest))}", flush=True)
+        raise SystemExit(130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    publish([], complete=True)
+    print(f"bench_update: ratios {json.dumps(ratios(done))}")
     print(f"wrote {args.out}")
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -13,40 +13,46 @@
 # when it is not there. Warp hands the driver CUBINs (UNILAB_WARP_CUDA_OUTPUT=cubin, the path
 # the bundle was checked on). Nothing is fetched from the network.
 #
-# Blocks, in the order that yields the key facts first, each with a budget in seconds (the table
-# BUDGET below; the default call's add up to 480 of its 500, the bundle's install counted):
+# One call (the default, 480 s, bundle install included) returns every key fact, in this order:
 #   bundle (40): install.sh of the carried bundle;
-#   0 environment (50): CUDA usable, versions, and proof that Triton builds and launches a kernel
-#     (else with TRITON_LIBCUDA_PATH set to links to the loaded libcuda, else compile=false below);
-#     the probe's tries share the budget, less 5 s: a probe that runs out is reported as such;
+#   0 environment (40): CUDA usable, versions, and proof that Triton builds and launches a kernel
+#     (else with TRITON_LIBCUDA_PATH set to links to the loaded libcuda, else compile=false in
+#     every block below: block 0's proof decides, never `import triton`); the probe's tries share
+#     the budget, less 5 s: a probe that runs out is reported as such;
 #   1 warm (45): the Warp modules of the doctor's runs compiled in parallel processes;
-#   2 doctor (100): g1_tracking at 4096 envs, eager terms: physics alone, capture, replay == eager
+#   2 doctor (90): g1_tracking at 4096 envs, eager terms: physics alone, capture, replay == eager
 #     over steps with resets, no sync in replay, captured vs physics alone, the solver A/B, audits;
-#   3 bench_capture (35): the captured step against physics alone at 8192, then 4096 envs;
-#   4 gpu_tests (40): pytest -m gpu with UNILAB_REQUIRE_GPU=1 (unusable CUDA fails, never skips);
-#   5 compiled_eager (60): the compiled step == the eager one on CUDA, g1_tracking then
-#     go2_velocity_rough at 1024 envs (skipped without Triton);
-#   6 train (110): one compiled training run (FlashSAC, G1 tracking, 4096 envs, captured step):
-#     its throughput is the fact (eager only without Triton);
-#   7 dist_* (DIST=1 with SKIP_CHECKS=1, more than one GPU, a call of its own); 8 learning curves
-#     and the tracking policy's full-clip evaluation (LEARNING_CURVES=1, a call of its own);
-#     9 generated terrain in the captured step (ROUGH=1, a call of its own); 10 the Go2 learning on
-#     rough terrain and its clean slopes-and-stairs evaluation (ROUGH_LEARNING=1, a call of its own);
-#     11 the learner's update at 4096 envs, eager vs compiled vs captured (UPDATE=1, a call of its own).
-# At most GPU_CHECK_SECONDS (default 500; 570 for the calls of blocks 7, 8 and 10) in all, bundle
-# install included. A block is cut at its budget or at the deadline, whichever comes first: it
-# gets SIGINT (pytest writes its report, the doctor marks the check it was in, the learning curve
-# writes its curve so far) and, GPU_CHECK_GRACE (default 10) seconds later, SIGKILL; one that
-# cannot start with GPU_CHECK_MIN_BLOCK (default 20) seconds left is skipped.
+#     capture_rough (60): the same capture checks on go2_velocity_rough at 1024 envs (the terrain
+#     task's first CUDA compile happens and is checked here);
+#   3 update_tests (35): the captured update == the uncaptured one from the same state (pytest -m
+#     gpu tests/test_rl_gpu.py with UNILAB_REQUIRE_GPU=1: unusable CUDA fails, never skips);
+#   4 bench_capture (30): the captured step against physics alone at 8192, then 4096 envs;
+#   5 train (95): one compiled training run (FlashSAC, G1 tracking, 4096 envs, captured step and
+#     update): its throughput after the first captured replay is the fact;
+#   6 gpu_tests (30): the rest of pytest -m gpu.
+# Optional further calls, each a call of its own with SKIP_CHECKS=1, only if the device time left
+# (status's budget_left_s) covers the `--plan` line needs_budget_left_s (docs/gpu_check.md):
+#   ROUGH=1: 9 generated terrain in the captured step at 4096 envs, and compiled == eager on CUDA;
+#   UPDATE=1: 11 the learner's update at 4096 envs, eager vs compiled vs captured;
+#   DANCE_LEARNING=1: 12 the G1 learning the dance clip of holosoma's ONNX policy, and its
+#     full-clip evaluation (skipped when ../shared/peers is not there);
+#   ROUGH_LEARNING=1: 10 the Go2 learning on rough terrain and its clean evaluations;
+#   LEARNING_CURVES=1: 8 the learning curves; DIST=1: 7 dist_* (more than one GPU).
+# At most GPU_CHECK_SECONDS (default 480) in all, bundle install included. A block is cut at its
+# budget or at the deadline, whichever comes first: it gets SIGINT (pytest writes its report, the
+# doctor marks the check it was in, the learning curve writes its curve so far) and,
+# GPU_CHECK_GRACE (default 10) seconds later, SIGKILL; one that cannot start with
+# GPU_CHECK_MIN_BLOCK (default 20) seconds left is skipped.
 #
 # The blocks write into a working folder, GPU_CHECK_WORK (default a new /tmp/unilab_gpu_check.*),
 # and after every block $OUT gets, each renamed over atomically (the device machine returns at
-# most 8 files, two folders down): gpu_check.json (the key facts so far), summary.txt (one line per
-# block: exit=N, or exit=cut_budget / cut_deadline / killed, or skipped), gpu_check_details.tar.gz
-# (every block's own files: environment.{json,txt}, warm.json, doctor.json, bench_gpu_capture.json,
-# gpu_tests.xml, compiled_eager.json, train_check.json, and blocks 7-10's reports and plots) and,
-# when a block kept a run folder, gpu_check_runs.tar.gz (those folders). The key facts also go to
-# stdout, one per line, at the end and when the check is stopped from outside.
+# most 8 files of 16 MiB, two folders down): gpu_check.json (the key facts so far), summary.txt
+# (one line per block: exit=N, or exit=cut_budget / cut_deadline / killed, exit=cut_short (a
+# program that stopped itself for want of time: exit status 75), or skipped),
+# gpu_check_details.tar.gz (every block's own files) and, when a block kept a run folder,
+# gpu_check_runs.tar.gz (those folders). A file over 15 MiB comes as NAME.part0, NAME.part1, ...
+# (`cat NAME.part* > NAME` joins them). The key facts also go to stdout, one per line, at the end
+# and when the check is stopped from outside.
 # Exit status: 0 every block passed; 1 a block failed; 4 none failed but one was cut or skipped
 # for want of time; 2 CUDA is unusable, or block 0 could not tell within its budget (before
 # anything else); 3 the bundle does not install (a missing or corrupted file, or past its budget)
@@ -61,14 +67,18 @@ CALLER=$PWD  # relative OUT and GPU_CHECK_WORK are the caller's
 cd "$(dirname "$0")/.."
 
 declare -A BUDGET=(  # seconds, by block
-  [bundle]=40 [environment]=50
-  [warm]=45 [doctor]=100 [bench_capture]=35 [gpu_tests]=40 [compiled_eager]=60 [train]=110
+  [bundle]=40 [environment]=40
+  [warm]=45 [doctor]=90 [capture_rough]=60 [update_tests]=35 [bench_capture]=30 [train]=95 [gpu_tests]=30
   [dist_train]=150 [dist_doctor]=150 [dist_bench]=150
   [curve_tracking]=230 [eval_tracking]=50 [curve_velocity]=190
-  [warm_rough]=60 [doctor_rough]=150 [bench_rough]=60
+  [warm_rough]=60 [doctor_rough]=150 [bench_rough]=60 [compiled_eager]=60
   [warm_rough_learning]=50 [curve_rough]=310 [eval_rough]=60 [eval_rough_heights]=50
-  [train_update]=150
+  [warm_update]=30 [train_update]=120
+  [dance_clip]=20 [warm_dance]=40 [curve_dance]=250 [eval_dance]=60
 )
+WARM_MACHINE=30  # seconds of device time a further call needs beyond its deadline: the files' return
+                 # (on the machine still warm from the last call; a fresh one's start adds a minute or two)
+
 
 refuse() {  # a wrong setting: one line naming it and what is expected, exit 5
   echo "gpu_check: $1" >&2
@@ -78,7 +88,7 @@ seconds_setting() {  # seconds_setting NAME VALUE MIN: a whole number of seconds
   [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge "$3" ] ||
     refuse "$1 must be a whole number of seconds >= $3, got '$2'"
 }
-TOTAL=${GPU_CHECK_SECONDS:-500}
+TOTAL=${GPU_CHECK_SECONDS:-480}
 seconds_setting GPU_CHECK_SECONDS "$TOTAL" 1
 GRACE=${GPU_CHECK_GRACE:-10}
 seconds_setting GPU_CHECK_GRACE "$GRACE" 1
@@ -91,7 +101,7 @@ for item in ${GPU_CHECK_BUDGETS:-}; do  # NAME=SECONDS overrides (rehearsals cut
   seconds_setting "GPU_CHECK_BUDGETS's $name" "${item#*=}" 1
   BUDGET[$name]=${item#*=}
 done
-for flag in GPU_CHECK_REHEARSAL SKIP_CHECKS DIST LEARNING_CURVES ROUGH ROUGH_LEARNING UPDATE; do
+for flag in GPU_CHECK_REHEARSAL SKIP_CHECKS DIST LEARNING_CURVES ROUGH ROUGH_LEARNING UPDATE DANCE_LEARNING; do
   case ${!flag:-0} in 0 | 1) ;; *) refuse "$flag must be 0 or 1, got '${!flag}'" ;; esac
 done
 REHEARSAL=${GPU_CHECK_REHEARSAL:-0}
@@ -105,6 +115,7 @@ esac
 if [ $PLAN = 1 ]; then  # the blocks this call runs with their budgets, and its deadline; nothing runs
   PY=python3 WORK=WORK  # placeholders in the command lines, which --plan does not run
   echo "deadline $TOTAL"
+  echo "needs_budget_left_s $((TOTAL + WARM_MACHINE))"
   echo "bundle ${BUDGET[bundle]}"
   echo "environment ${BUDGET[environment]}"
 fi
@@ -145,10 +156,32 @@ publish() {  # $OUT: gpu_check.json (the key facts so far), summary.txt and the 
   local runs=() folder
   for folder in "$WORK"/*_run; do [ -d "$folder" ] && runs+=("${folder##*/}"); done
   tar -czf "$OUT/.details.tmp" -C "$WORK" --exclude='./.*' --exclude='./*_run' . &&
-    mv -f "$OUT/.details.tmp" "$OUT/gpu_check_details.tar.gz"
-  if [ ${#runs[@]} -gt 0 ]; then
-    tar -czf "$OUT/.runs.tmp" -C "$WORK" "${runs[@]}" && mv -f "$OUT/.runs.tmp" "$OUT/gpu_check_runs.tar.gz"
+    place "$OUT/.details.tmp" gpu_check_details.tar.gz
+  # The run folders (tens of MB) are packed again only when one changed since the last packing.
+  if [ ${#runs[@]} -gt 0 ] && { [ ! -e "$WORK/.runs_packed" ] ||
+    [ -n "$(cd "$WORK" && find "${runs[@]}" -newer .runs_packed -print -quit)" ]; }; then
+    touch "$WORK/.runs_packing"
+    tar -czf "$OUT/.runs.tmp" -C "$WORK" "${runs[@]}" && place "$OUT/.runs.tmp" gpu_check_runs.tar.gz &&
+      mv -f "$WORK/.runs_packing" "$WORK/.runs_packed"
   fi
+}
+PART_BYTES=$((15 * 1024 * 1024))  # the device machine returns no file of 16 MiB or more
+place() {  # place TMP NAME: TMP becomes $OUT/NAME, or NAME.part0, NAME.part1, ... (cat joins them) over 15 MiB
+  local part new=()
+  if [ "$(stat -c %s "$1")" -le "$PART_BYTES" ]; then
+    mv -f "$1" "$OUT/$2" && rm -f "$OUT/$2".part*
+    return
+  fi
+  rm -f "$1".part?
+  split -b "$PART_BYTES" -d -a 1 "$1" "$1.part" && rm -f "$1" || return 1
+  for part in "$1".part?; do
+    new+=("$OUT/$2.${part##*.}")
+    mv -f "$part" "${new[-1]}"
+  done
+  rm -f "$OUT/$2"
+  for part in "$OUT/$2".part?; do  # parts of an earlier, longer archive
+    [[ " ${new[*]} " == *" $part "* ]] || rm -f "$part"
+  done
 }
 key_facts() {  # the key facts on stdout, one per line (the device call's output comes back in any case)
   "$PY" scripts/gpu_check_facts.py brief "$OUT/gpu_check.json" 2>/dev/null
@@ -233,6 +266,7 @@ block() {  # block NAME COMMAND...: run within min(budget, time left), SIGINT fi
     0) what=0 ;;
     124) what=$cut; short=1; echo "gpu_check: $name was cut at ${budget} s (SIGINT)" ;;
     137) what=killed; short=1; echo "gpu_check: $name was cut at ${budget} s and killed ${GRACE} s later" ;;
+    75) what=cut_short; short=1; echo "gpu_check: $name stopped itself before it could measure (cut short, not failed)" ;;
     *) what=$rc; failed=1 ;;
   esac
   note "$name exit=$what seconds=$(($(date +%s) - start)) budget=$budget"
@@ -277,13 +311,15 @@ if [ $PLAN = 0 ]; then
   gpus=$(fact devices)
   publish
 fi
-test_select=()  # without Triton: the Inductor test deselected
-[ "$triton" = True ] || test_select=(-k "not inductor")
-train_compile=()  # compiled (train.yaml's compile=auto) unless Triton cannot build
+update_tests="captured_updates or each_phase or failed_warm_up"  # tests/test_rl_gpu.py's captured-update tests
+no_triton=""  # without Triton: the Inductor tests and compiled variants deselected
+[ "$triton" = True ] || no_triton=" and not inductor and not compiled"
+train_compile=()  # compiled (train.yaml's compile=auto) unless block 0 could not prove Triton
 [ "$triton" = True ] || train_compile=(compile=false)
+gpu_pytest=(env UNILAB_REQUIRE_GPU=1 "$PY" -m pytest -m gpu -q -rs -p no:cacheprovider)
 
 workers=$(( $(nproc) < 8 ? $(nproc) : 8 ))  # parallel Warp compiles of the warm blocks
-if [ "${SKIP_CHECKS:-0}" != 1 ]; then  # blocks 1-6; SKIP_CHECKS=1 runs only blocks 7 to 10
+if [ "${SKIP_CHECKS:-0}" != 1 ]; then  # the default call; SKIP_CHECKS=1 runs only the further calls' blocks
 
 # 1. Warp's modules of the doctor's runs, compiled in parallel processes into the kernel cache.
 block warm "$PY" -m unilab_gpu.doctor.warm --device cuda --task g1_tracking --num-envs 4096 \
@@ -294,32 +330,31 @@ block warm "$PY" -m unilab_gpu.doctor.warm --device cuda --task g1_tracking --nu
 #    physics alone, phases, the solver's early-exit A/B; then the host-sync audits.
 block doctor "$PY" -m unilab_gpu.cli.doctor --device cuda --tasks g1_tracking --num-envs 4096 \
   --no-compile --out "$WORK/doctor.json"
+#    The same on generated terrain (go2_velocity_rough, 1024 envs): its first CUDA compile, the
+#    curriculum and the spawn on sub-terrain origins inside the graph, replay == eager, no sync.
+block capture_rough "$PY" -m unilab_gpu.cli.doctor --device cuda --capture-task go2_velocity_rough \
+  --tasks go2_velocity_rough --num-envs 1024 --no-compile --out "$WORK/capture_rough.json"
 
-# 3. unilab-bench: the captured step against physics alone in the same run, 8192 envs first (the
+# 3. The captured update against the uncaptured one from the same state (its uncompiled variants
+#    first), its warm-up runs and their failure, first of the GPU tests.
+block update_tests "${gpu_pytest[@]}" -k "($update_tests)$no_triton" tests/test_rl_gpu.py \
+  --junitxml="$WORK/update_tests.xml"
+
+# 4. unilab-bench: the captured step against physics alone in the same run, 8192 envs first (the
 #    size a cut would lose), then 4096; eager terms; its JSON is rewritten after every size.
 block bench_capture "$PY" -m unilab_gpu.cli.bench --task g1_tracking --device cuda \
   --num-envs 8192 4096 --steps 50 --warmup 5 --no-compile --force --out "$WORK/bench_gpu_capture.json"
 
-# 4. Tests marked gpu; with UNILAB_REQUIRE_GPU=1 they error instead of skipping without CUDA.
-block gpu_tests env UNILAB_REQUIRE_GPU=1 "$PY" -m pytest -m gpu -q -rs -p no:cacheprovider \
-  "${test_select[@]}" --junitxml="$WORK/gpu_tests.xml"
-
-# 5. torch.compile on CUDA, before the compiled training run: the compiled step equals the eager
-#    one on a flat task and on a terrain task (Inductor writes Triton kernels here, C++ on a CPU).
-if [ "$triton" = True ]; then
-  block compiled_eager "$PY" -m unilab_gpu.doctor.compiled_eager --device cuda \
-    --tasks g1_tracking go2_velocity_rough --num-envs 1024 --steps 30 --out "$WORK/compiled_eager.json"
-else  # the environment line said why; not a failure of this check
-  skip compiled_eager no_triton
-fi
-
-# 6. One compiled training run (FlashSAC on G1 tracking at 4096 envs, captured step): its
-#    throughput after the first logging window (which holds the cold compile and the capture) is
-#    the fact; it ends on its own before the budget (--max-seconds) and writes at every logging
-#    point. Fails unless updates ran and every logged loss is finite.
+# 5. One compiled training run (FlashSAC on G1 tracking at 4096 envs, captured step and update):
+#    its throughput, timed after the first captured replay (compile and capture before it), is the
+#    fact; it ends on its own before the budget (--max-seconds), logs every 10 iterations and
+#    writes at every logging point. A stop before a steady window is a cut, not a failure.
 train_limit=$((BUDGET[train] > 30 ? BUDGET[train] - 15 : BUDGET[train] / 2))  # ends on its own, and writes
-block train "$PY" scripts/gpu_train_check.py --device cuda --num-envs 4096 --seconds 30 \
-  --max-seconds "$train_limit" --force --out "$WORK/train_check.json" -- "${train_compile[@]}"
+block train "$PY" scripts/gpu_train_check.py --device cuda --num-envs 4096 --seconds 30 --log-every 10 \
+  --max-seconds "$train_limit" --force --out "$WORK/train_check.json" -- algo.capture_update=true "${train_compile[@]}"
+
+# 6. The rest of the tests marked gpu.
+block gpu_tests "${gpu_pytest[@]}" -k "not ($update_tests)$no_triton" --junitxml="$WORK/gpu_tests.xml"
 
 fi  # SKIP_CHECKS
 
@@ -354,20 +389,21 @@ if [ "${LEARNING_CURVES:-0}" = 1 ]; then
   block curve_tracking "$PY" scripts/learning_curve.py --device cuda --algo sac \
     --num-envs 4096 "${clip[@]}" --eval-envs 1024 --clean-eval-envs 1024 --minutes 2.5 --log-every 50 \
     --keep-run "$WORK/g1_tracking_sac_gpu_run" \
-    --force --out "$WORK/g1_tracking_sac_gpu.json" --plot "$WORK/g1_tracking_sac_gpu.png"
+    --force --out "$WORK/g1_tracking_sac_gpu.json" --plot "$WORK/g1_tracking_sac_gpu.png" -- "${train_compile[@]}"
   block eval_tracking "$PY" -m unilab_gpu.cli.eval "$WORK/g1_tracking_sac_gpu_run" --device cuda --trials 1024 \
     --force --out "$WORK/g1_tracking_sac_gpu_eval.json"
   block curve_velocity "$PY" scripts/learning_curve.py --device cuda \
     --task g1_velocity --algo sac_velocity --num-envs 2048 --eval-envs 1024 --minutes 2 --log-every 50 \
-    --force --out "$WORK/g1_velocity_sac_gpu.json" --plot "$WORK/g1_velocity_sac_gpu.png"
+    --force --out "$WORK/g1_velocity_sac_gpu.json" --plot "$WORK/g1_velocity_sac_gpu.png" -- "${train_compile[@]}"
 fi
 
-# 9. Only with ROUGH=1 (a call of its own with SKIP_CHECKS=1, about 5 minutes): generated terrain
-#    inside the captured step. The doctor's physics, capture, replay == eager (with resets, so the
-#    curriculum and the spawn on origins run in the graph), no-sync and solver A/B checks on
-#    go2_velocity_rough at 4096 envs, both rough tasks' step audits on CUDA, and unilab-bench's
-#    captured rough step against physics alone on the same terrain and on flat ground at 1024 /
-#    4096 envs.
+# 9. Only with ROUGH=1 (a call of its own with SKIP_CHECKS=1): generated terrain inside the
+#    captured step at 4096 envs. The doctor's physics, capture, replay == eager (with resets, so
+#    the curriculum and the spawn on origins run in the graph), no-sync and solver A/B checks on
+#    go2_velocity_rough, both rough tasks' step audits on CUDA, and unilab-bench's captured rough
+#    step against physics alone on the same terrain and on flat ground at 1024 / 4096 envs; then
+#    the compiled step == the eager one on CUDA, g1_tracking and go2_velocity_rough at 1024 envs
+#    (skipped without Triton).
 if [ "${ROUGH:-0}" = 1 ]; then
   block warm_rough "$PY" -m unilab_gpu.doctor.warm --device cuda --task go2_velocity_rough --num-envs 4096 \
     --workers "$workers" --out "$WORK/warm_rough.json"
@@ -375,6 +411,12 @@ if [ "${ROUGH:-0}" = 1 ]; then
     --tasks go2_velocity_rough g1_velocity_rough --num-envs 4096 --no-compile --out "$WORK/doctor_rough.json"
   block bench_rough "$PY" -m unilab_gpu.cli.bench --task go2_velocity_rough --device cuda \
     --num-envs 1024 4096 --steps 50 --warmup 5 --no-compile --force --out "$WORK/bench_gpu_rough.json"
+  if [ "$triton" = True ]; then
+    block compiled_eager "$PY" -m unilab_gpu.doctor.compiled_eager --device cuda \
+      --tasks g1_tracking go2_velocity_rough --num-envs 1024 --steps 30 --out "$WORK/compiled_eager.json"
+  else  # the environment line said why; not a failure of this check
+    skip compiled_eager no_triton
+  fi
 fi
 
 # 10. Only with ROUGH_LEARNING=1 (a call of its own with SKIP_CHECKS=1 and GPU_CHECK_SECONDS=570):
@@ -395,23 +437,52 @@ if [ "${ROUGH_LEARNING:-0}" = 1 ]; then
     --num-envs 4096 --eval-envs 1024 --minutes 3.5 --log-every 50 --keep-run "$WORK/go2_rough_gpu_run" \
     --env-override commands.twist.params.heading_fraction=1.0 \
     --env-override terrain.curriculum.demote_on_time_out=false --env-override terrain.curriculum.promote_ratio=0.8 \
-    --force --out "$WORK/go2_velocity_rough_sac_gpu.json" --plot "$WORK/go2_velocity_rough_sac_gpu.png"
+    --force --out "$WORK/go2_velocity_rough_sac_gpu.json" --plot "$WORK/go2_velocity_rough_sac_gpu.png" \
+    -- "${train_compile[@]}"
   block eval_rough "$PY" -m unilab_gpu.cli.eval "$WORK/go2_rough_gpu_run" --device cuda \
     --terrain slopes_stairs_eval --rows-per-column 256 --force --out "$WORK/go2_velocity_rough_gpu_terrain_eval.json"
   block eval_rough_heights "$PY" -m unilab_gpu.cli.eval "$WORK/go2_rough_gpu_run" --device cuda \
     --terrain stairs_heights_eval --rows-per-column 128 --force --out "$WORK/go2_velocity_rough_gpu_stairs_heights_eval.json"
 fi
 
-# 11. Only with UPDATE=1 (a call of its own with SKIP_CHECKS=1): issue 49's update beside the
-#     captured step, FlashSAC at 4096 envs: update ms and training env-steps/s, eager against
-#     compiled and captured (algo.capture_update); without Triton eager against captured-uncompiled.
+# 11. Only with UPDATE=1 (a call of its own with SKIP_CHECKS=1 and GPU_CHECK_SECONDS=240): issue
+#     49's update beside the captured step, FlashSAC at 4096 envs: update ms and training
+#     env-steps/s, eager against compiled and captured (algo.capture_update); without Triton (block
+#     0's proof) eager against captured-uncompiled. Its warm step: the env's Warp modules.
 if [ "${UPDATE:-0}" = 1 ]; then
   update_modes=(eager compiled captured)
-  [ $PLAN = 1 ] || "$PY" -c 'import triton' 2>/dev/null || update_modes=(eager captured_eager)
+  [ "$triton" = True ] || update_modes=(eager captured_eager)
+  block warm_update "$PY" -m unilab_gpu.doctor.warm --device cuda --task g1_tracking --num-envs 4096 \
+    --workers "$workers" --out "$WORK/warm_update.json"
   block train_update "$PY" scripts/bench_update.py --device cuda --presets gpu --modes "${update_modes[@]}" \
     --warm-updates 4 --updates 20 --blocks 3 --iterations 5 --force --out "$WORK/bench_gpu_update.json"
 fi
 
+# 12. Only with DANCE_LEARNING=1 (a call of its own with SKIP_CHECKS=1): the dance clip that
+#     holosoma's FastSAC G1 dancing policy embeds (in GPU_CHECK_PEERS, default ../shared/peers,
+#     which the device machine gets with the working tree; facts only: unilab-motion from-onnx
+#     extracts the clip into the working folder), learned by G1 tracking at GPU size (SAC, 4096
+#     envs, 2.5 minutes, the clip as commands.motion.params.motion_files), then the trained
+#     policy's full-clip evaluation (unilab-eval, 1024 trials from frame 0 and 1024 from spread
+#     starts). Skipped, with the reason, where that file is not on this machine.
+DANCE_ONNX="${GPU_CHECK_PEERS:-../shared/peers}/holosoma/fastsac_g1_29dof_dancing.onnx"
+if [ "${DANCE_LEARNING:-0}" = 1 ]; then
+  if [ $PLAN = 1 ] || [ -f "$DANCE_ONNX" ]; then
+    [ $PLAN = 1 ] || rm -rf "$WORK/g1_dance_gpu_run" "$WORK/g1_dance_clip.npz"  # the check's own, made anew
+    block dance_clip "$PY" -m unilab_gpu.cli.motion from-onnx "$DANCE_ONNX" "$WORK/g1_dance_clip.npz"
+    block warm_dance "$PY" -m unilab_gpu.doctor.warm --device cuda --task g1_tracking --num-envs 4096 \
+      --workers "$workers" --out "$WORK/warm_dance.json"
+    block curve_dance "$PY" scripts/learning_curve.py --device cuda --algo sac --num-envs 4096 \
+      --motion "$WORK/g1_dance_clip.npz" --eval-envs 1024 --clean-eval-envs 1024 --minutes 2.5 --log-every 50 \
+      --keep-run "$WORK/g1_dance_gpu_run" --force --out "$WORK/g1_dance_sac_gpu.json" \
+      --plot "$WORK/g1_dance_sac_gpu.png" -- "${train_compile[@]}"
+    block eval_dance "$PY" -m unilab_gpu.cli.eval "$WORK/g1_dance_gpu_run" --device cuda --trials 1024 \
+      --force --out "$WORK/g1_dance_sac_gpu_eval.json"
+  else
+    [ $PLAN = 1 ] || echo "gpu_check: DANCE_LEARNING: $DANCE_ONNX is not on this machine (../shared/peers travels with the working tree); its blocks are skipped"
+    for name in dance_clip warm_dance curve_dance eval_dance; do skip "$name" no_shared_peers; done
+  fi
+fi
 [ $PLAN = 1 ] && exit 0
 publish  # the skipped blocks too
 status=0

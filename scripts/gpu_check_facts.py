@@ -24,15 +24,19 @@ goes to stderr.
 
 ``summary`` prints, as JSON, the key facts of what the blocks wrote so far into gpu_check.sh's
 working folder WORK (``environment.json``, ``warm.json``, ``doctor.json``,
-``bench_gpu_capture.json``, ``gpu_tests.xml``, ``compiled_eager.json``, ``train_check.json``,
-``summary.txt``): CUDA usable, Triton, physics alone, capture works (and its capture ids), replay
-== eager over steps with resets, no sync in replay, env-steps/s of the captured step against
-physics alone (the doctor's size and every bench size), the solver A/B, the GPU tests' counts,
-compiled == eager per task, the training run (throughput, compiled or not, how its updates ran:
-``train_update_mode``), and every
+``capture_rough.json``, ``update_tests.xml``, ``bench_gpu_capture.json``, ``gpu_tests.xml``,
+``compiled_eager.json``, ``train_check.json``, ``summary.txt``, and the further calls' reports):
+CUDA usable, Triton, physics alone, capture works (and its capture ids), replay == eager over
+steps with resets, no sync in replay, env-steps/s of the captured step against physics alone (the
+doctor's size and every bench size), the solver A/B, the rough-terrain capture checks
+(``capture_rough``), the captured-update tests' and the other GPU tests' counts, compiled == eager
+per task, the training run (throughput over its steady windows, compiled or not, how its updates
+ran: ``train_update_mode``, whether it was cut short), and every
 block's exit status and seconds; a missing or partial file leaves its facts ``null`` (a cut
-doctor's report says which check it was in: ``doctor_interrupted``); block 9's rough-terrain
-doctor and bench under ``rough``, block 10's rough-terrain learning under ``rough_learning``.
+doctor's report says which check it was in: ``doctor_interrupted``); the further calls' facts under
+``rough`` (block 9), ``rough_learning`` (10), ``update`` (11: each mode's update mode and ms, the
+ratios against eager), ``tracking_learning`` (8) and ``dance_learning`` (12: env steps, full-clip
+success rates and MPKPE).
 gpu_check.sh runs it after every block and renames its output over ``OUT/gpu_check.json`` (as it
 does with ``environment.json``): the standard library only, so it costs a fraction of a second.
 ``brief`` prints those facts one per line, for the check's stdout.
@@ -335,6 +339,40 @@ def rough_learning_facts(curve: Any, walk: Any, stairs: Any) -> dict[str, Any]:
     }
 
 
+def optional(read: Any, path: Path) -> Any:
+    """``read`` of the JSON at ``path``, or ``None`` where the block that writes it did not run."""
+    report = _read(path)
+    return None if report is None else read(report)
+
+
+def update_facts(report: Any) -> dict[str, Any]:
+    """Block 11's facts (``bench_update.py``): per mode, how its updates ran (``captured`` only where
+    the CUDA graphs were made) and its update ms, and every mode's ratios against eager."""
+    rows = report.get("results", [])
+    return {
+        "update_mode": {row["mode"]: row.get("update_mode") for row in rows},
+        "update_ms": {row["mode"]: row.get("update_ms") for row in rows},
+        "ratios": report.get("ratios", {}),
+        "complete": report.get("complete", True),
+    }
+
+
+def tracking_learning_facts(curve: Any, evaluation: Any) -> dict[str, Any]:
+    """A tracking curve's env steps and its policy's full-clip evaluation: success rate and MPKPE
+    from frame 0 (``start``) and from spread starts (``None`` where a file is missing)."""
+
+    def overall(name: str, key: str) -> float | None:
+        return ((evaluation or {}).get(name) or {}).get("overall", {}).get(key)
+
+    return {
+        "env_steps": (curve or {}).get("env_steps"),
+        "success_rate_from_start": overall("start", "success_rate"),
+        "success_rate_from_spread": overall("spread", "success_rate"),
+        "mpkpe_m_from_start": overall("start", "mpkpe_m"),
+        "mpkpe_m_from_spread": overall("spread", "mpkpe_m"),
+    }
+
+
 def compiled_eager_facts(report: Any) -> dict[str, bool | None] | None:
     """Per task of ``compiled_eager.json``: whether the compiled step equalled the eager one
     (``None`` for a task whose comparison did not finish); ``None`` without the file."""
@@ -354,11 +392,15 @@ def summary(work: Path) -> dict[str, Any]:
         "triton": None if env is None else env.get("triton"),
         **doctor_facts(_read(work / "doctor.json")),
         "bench_capture": bench_rows(_read(work / "bench_gpu_capture.json")),
+        "capture_rough": optional(doctor_facts, work / "capture_rough.json"),
+        "update_tests": junit_counts(work / "update_tests.xml"),
         "gpu_tests": junit_counts(work / "gpu_tests.xml"),
         "compiled_equals_eager": compiled_eager_facts(_read(work / "compiled_eager.json")),
         "train_env_steps_per_s": None if train is None else train.get("env_steps_per_s"),
         "train_compile": None if train is None else train.get("compile"),
         "train_update_mode": None if train is None else train.get("update_mode"),
+        "train_steady_windows": None if train is None else train.get("steady_windows"),
+        "train_cut": None if train is None else train.get("cut"),
         "train_failures": None if train is None else train.get("failures"),
         "warm_modules": None if warm is None else warm.get("modules"),
         "blocks": blocks(summary_txt.read_text()) if summary_txt.is_file() else [],
@@ -372,6 +414,13 @@ def summary(work: Path) -> dict[str, Any]:
     stairs = _read(work / "go2_velocity_rough_gpu_stairs_heights_eval.json")
     if curve is not None or walk is not None:  # block 10 (ROUGH_LEARNING=1) ran
         facts["rough_learning"] = rough_learning_facts(curve, walk, stairs)
+    update = _read(work / "bench_gpu_update.json")
+    if update is not None:  # block 11 (UPDATE=1) ran
+        facts["update"] = update_facts(update)
+    for key, stem in (("tracking_learning", "g1_tracking_sac_gpu"), ("dance_learning", "g1_dance_sac_gpu")):
+        curve, evaluation = _read(work / f"{stem}.json"), _read(work / f"{stem}_eval.json")
+        if curve is not None or evaluation is not None:  # block 8 (LEARNING_CURVES=1) / 12 (DANCE_LEARNING=1) ran
+            facts[key] = tracking_learning_facts(curve, evaluation)
     bundle = next((b for b in facts["blocks"] if b["block"] == "bundle"), {})
     # The NVRTC file Warp loaded (block 0), else the folder gpu_check.sh found it in or "missing".
     facts["nvrtc"] = (env or {}).get("nvrtc") or bundle.get("nvrtc")

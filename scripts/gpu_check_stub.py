@@ -9,7 +9,8 @@ for ``environment``), with the schema gpu_check_facts.py reads, one measurement 
 every measurement, as the real programs do. ``GPU_CHECK_STUB`` says how each block behaves,
 ``;``-separated ``BLOCK=MODE`` (default ``ok``):
 
-- ``ok``: every measurement, exit 0; ``fail``: every measurement, exit 1;
+- ``ok``: every measurement, exit 0; ``fail``: every measurement, exit 1; ``cut``: one measurement,
+  then exit 75 (stopped itself for want of time, as gpu_train_check.py before a steady window);
 - ``hang@K``: K measurements, then waits; ``SIGINT`` ends it as the real program ends (pytest
   writes its report of the tests so far, the doctor names the check it was in), exit 130;
 - ``stubborn@K``: K measurements, then waits and ignores ``SIGINT`` (a program stuck in CUDA):
@@ -18,8 +19,10 @@ every measurement, as the real programs do. ``GPU_CHECK_STUB`` says how each blo
   Triton cannot build / the Triton probe ran out of block 0's budget (CUDA usable, exit 0);
   ``hang`` (``environment``): never answers (a start that hangs).
 
-Besides ``--out``, a command's ``--keep-run DIR`` gets a run folder (``config.yaml``,
-``checkpoint.pt``) and ``--plot X`` a file, as the learning-curve blocks leave them.
+Besides ``--out``, a command's ``--keep-run DIR`` gets a run folder (``config.yaml`` and a
+``checkpoint.pt`` of a real run's size, :data:`CHECKPOINT_BYTES`, that gzip cannot shrink) and
+``--plot X`` a file, as the learning-curve blocks leave them; ``unilab-motion from-onnx`` writes its
+clip.
 """
 
 from __future__ import annotations
@@ -46,6 +49,11 @@ DOCTOR_CHECKS = (
 """The doctor's checks on CUDA, in its order (unilab_gpu.doctor.checks)."""
 
 TESTS = ("test_capture", "test_env_capture", "test_reset_rows", "test_managers", "test_rl_gpu")
+
+CHECKPOINT_BYTES = {"go2": 18_300_000, "g1": 23_900_000}
+"""A run folder's ``checkpoint.pt`` by robot: what a real one gzips to (SAC at 4096 envs, Go2 on rough
+terrain and G1 tracking; networks, targets and optimizer state). The stub's bytes are random, so the
+archive is as large as the real one."""
 
 
 def mode_of(block: str) -> tuple[str, int]:
@@ -89,10 +97,31 @@ class Stub:
         self.out = option(command, "--out") or option(command, "--junitxml")
         self.done: list[Any] = []
 
+    def program(self) -> str:
+        """What the real command runs (``doctor``, ``pytest``, ``bench``, ``eval``, ...), else the block's name."""
+        line = " ".join(self.command)
+        for word, name in (
+            ("unilab_gpu.cli.doctor", "doctor"),
+            ("-m pytest", "pytest"),
+            ("bench_update.py", "bench_update"),
+            ("unilab_gpu.cli.bench", "bench"),
+            ("unilab_gpu.cli.eval", "eval"),
+            ("unilab_gpu.cli.motion", "motion"),
+            ("unilab_gpu.doctor.warm", "warm"),
+        ):
+            if word in line:
+                return name
+        return self.block
+
     def steps(self) -> int:
-        fixed = {"warm": 4, "doctor": len(DOCTOR_CHECKS), "gpu_tests": len(TESTS), "train": 4}
-        fixed["compiled_eager"] = len(self.tasks())
-        return fixed.get(self.block, len(sizes(self.command)) if "bench" in " ".join(self.command) else 3)
+        fixed = {"warm": 4, "doctor": len(DOCTOR_CHECKS), "pytest": len(TESTS), "train": 4}
+        fixed.update(compiled_eager=len(self.tasks()), bench=len(sizes(self.command)), motion=1)
+        fixed["bench_update"] = len(self.modes())
+        return fixed.get(self.program(), 3)
+
+    def modes(self) -> list[str]:
+        words = self.command[self.command.index("--modes") + 1 :] if "--modes" in self.command else []
+        return words[: next((i for i, w in enumerate(words) if w.startswith("--")), len(words))]
 
     def tasks(self) -> list[str]:
         words = self.command[self.command.index("--tasks") + 1 :] if "--tasks" in self.command else []
@@ -100,14 +129,15 @@ class Stub:
 
     def measure(self, i: int) -> None:
         self.done.append(i)
-        if self.block == "doctor":
+        program = self.program()
+        if program == "doctor":
             self.write_doctor(complete=False, running=None)
-        elif self.block == "warm":
+        elif program == "warm":
             results = [
                 {"worker": k, "modules": [f"m{k}@256"], "compiled": 1, "seconds": 1.0, "errors": {}} for k in self.done
             ]
             write_json(self.out, {"workers": 4, "results": results, "modules": len(results), "complete": False})
-        elif self.out is not None and self.block in ("bench_capture", "compile"):
+        elif program == "bench":
             rows = [
                 {
                     "num_envs": n,
@@ -121,9 +151,24 @@ class Stub:
             write_json(self.out, {"benchmark": "unilab-bench", "results": rows})
         elif self.block == "train":
             compiled = "compile=false" not in self.command
-            report = {"check": "gpu_train_check", "env_steps_per_s": 5e5, "failures": [], "partial": True}
-            report.update(compile=compiled, update_mode="compiled" if compiled else "eager")
+            mode = "captured" if "algo.capture_update=true" in self.command else "compiled" if compiled else "eager"
+            report = {"check": "gpu_train_check", "env_steps_per_s": 5e5, "failures": [], "complete": False}
+            report.update(compile=compiled, update_mode=mode, steady_windows=len(self.done), cut=False)
             write_json(self.out, {**report, "command": self.command})
+        elif program == "bench_update":
+            rows = [{"preset": "gpu", "mode": mode, "update_mode": self.update_mode(mode)} for mode in self.modes()]
+            rows = [row | {"update_ms": 10.0 if row["mode"] == "eager" else 2.5} for row in rows[: len(self.done)]]
+            ratios = {
+                f"{r['mode']}_update_time_over_eager": r["update_ms"] / 10.0 for r in rows if r["mode"] != "eager"
+            }
+            write_json(self.out, {"benchmark": "update", "results": rows, "ratios": {"gpu": ratios}, "complete": False})
+        elif program == "eval" and "--terrain" not in self.command and len(self.done) == 1:
+            overall = {"trials": 1024, "success_rate": 0.5, "mpkpe_m": 0.05, "r_mpkpe_m": 0.03}
+            report = {"benchmark": "full_clip_eval", "start": {"overall": overall}, "spread": {"overall": overall}}
+            write_json(self.out, report)
+        elif program == "motion" and len(self.done) == 1:
+            words = [w for w in self.command[self.command.index("from-onnx") + 1 :] if not w.startswith("--")]
+            Path(words[1]).write_bytes(b"PK\x03\x04 stub clip")
         elif self.block == "compiled_eager":
             tasks = self.tasks()
             checks = [
@@ -145,7 +190,8 @@ class Stub:
         if run_dir is not None:
             run_dir.mkdir()
             (run_dir / "config.yaml").write_text("task: stub\n")
-            (run_dir / "checkpoint.pt").write_bytes(os.urandom(4096))
+            robot = "go2" if any(w.startswith("go2") for w in self.command) else "g1"
+            (run_dir / "checkpoint.pt").write_bytes(os.urandom(CHECKPOINT_BYTES[robot]))
         if plot is not None:
             plot.write_bytes(b"\x89PNG stub")
 
@@ -168,18 +214,24 @@ class Stub:
         status = "info" if name in ("physics only", "throughput and phases", "solver early exit A/B") else "pass"
         return {"name": name, "status": status, "detail": "stub", "data": data}
 
+    @staticmethod
+    def update_mode(mode: str) -> str:
+        """How bench_update's mode ran its updates (what it reports as ``update_mode``)."""
+        return "captured" if mode.startswith("captured") else mode
+
     def finish(self, interrupted: bool) -> None:
-        if self.block == "doctor":
+        program = self.program()
+        if program == "doctor":
             running = None if len(self.done) >= len(DOCTOR_CHECKS) else DOCTOR_CHECKS[len(self.done)]
             if interrupted:
                 self.write_doctor(False, running, f"SIGINT during '{running}'")
             else:
                 self.write_doctor(True, None)
-        elif self.block == "gpu_tests" and self.out is not None:  # pytest writes its report at the end, interrupted too
+        elif program == "pytest" and self.out is not None:  # pytest writes its report at the end, interrupted too
             cases = "".join(f'<testcase classname="tests.{TESTS[i]}" name="test_{i}"/>' for i in self.done)
             xml = f'<testsuites><testsuite name="pytest" tests="{len(self.done)}" failures="0" errors="0" skipped="0">'
             self.out.write_text(xml + cases + "</testsuite></testsuites>\n")
-        elif self.block == "warm" and not interrupted:
+        elif program in ("warm", "bench_update") and not interrupted:
             report = json.loads(self.out.read_text())
             report["complete"] = True
             write_json(self.out, report)
@@ -213,7 +265,7 @@ def main(argv: list[str]) -> int:
         return environment(mode)
     stub = Stub(block, command)
     step = float(os.environ.get("GPU_CHECK_STUB_STEP", "0.2"))
-    total = stub.steps() if mode in ("ok", "fail") else min(count, stub.steps())
+    total = {"ok": stub.steps(), "fail": stub.steps(), "cut": 1}.get(mode, min(count, stub.steps()))
     if mode == "stubborn":
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -228,7 +280,7 @@ def main(argv: list[str]) -> int:
         print(f"gpu_check_stub: {block} interrupted after {len(stub.done)} measurements", flush=True)
         return 130
     stub.finish(interrupted=False)
-    return 1 if mode == "fail" else 0
+    return {"fail": 1, "cut": 75}.get(mode, 0)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ before any work."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,7 @@ def test_report_schema_and_arithmetic(tmp_path: Path) -> None:
     assert report["benchmark"] == "update" and report["machine"]["device"] == "cpu"
     (row,) = report["results"]
     assert row["preset"] == "main_job" and row["mode"] == "eager" and row["captured"] is False
+    assert row["update_mode"] == "eager" and report["complete"] is True
     assert row["batch_size"] == 256 and row["updates_per_step"] == 1 and len(row["update_ms_blocks"]) == 2
     assert row["update_ms_min"] == min(row["update_ms_blocks"]) <= row["update_ms"] <= max(row["update_ms_blocks"])
     assert row["env_steps_per_s_best"] == pytest.approx(CPU_ENVS / (min(row["iteration_ms_blocks"]) / 1e3))
@@ -84,3 +87,40 @@ def test_an_existing_report_is_refused_without_force(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="--out"):
         bench.main(["--out", str(out)])
     assert out.read_text() == "{}"
+
+
+def test_the_report_is_written_after_each_warm_up_and_block_and_on_sigterm(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A cut keeps what was measured: the report after the warm-up (no timings yet), after the first
+    round of blocks, and then, on SIGTERM in the second round, marked interrupted (exit 130)."""
+    out = tmp_path / "update.json"
+    written = []
+    original_write = bench.write_json_atomic
+
+    def recording_write(path, report):
+        written.append(json.loads(json.dumps(report)))
+        original_write(path, report)
+
+    calls = []
+    original_timed = bench.timed_ms
+
+    def timed_then_cut(run, count, wait):
+        calls.append(count)
+        if len(calls) == 3:  # the second round's update block: the device call's limit
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original_timed(run, count, wait)
+
+    monkeypatch.setattr(bench, "write_json_atomic", recording_write)
+    monkeypatch.setattr(bench, "timed_ms", timed_then_cut)
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as stopped:
+        bench.main(
+            ["--presets", "main_job", "--modes", "eager", "--warm-updates", "1", "--updates", "1", "--blocks", "3"]
+            + ["--iterations", "1", "--out", str(out)]
+        )
+    assert stopped.value.code == 130 and signal.getsignal(signal.SIGTERM) is previous
+    warm, first, last = written
+    assert warm["results"][0]["update_ms"] is None and warm["complete"] is False
+    assert len(first["results"][0]["update_ms_blocks"]) == 1 and first["results"][0]["update_mode"] == "eager"
+    assert last["interrupted"] is True and len(last["results"][0]["update_ms_blocks"]) == 1
+    assert json.loads(out.read_text()) == last
+    assert "bench_update: INTERRUPTED" in capsys.readouterr().out

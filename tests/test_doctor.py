@@ -221,3 +221,14 @@ def test_the_solver_ab_and_its_warm_walk_run_on_the_capture_task(monkeypatch) ->
     for name in ("solver_early_exit", "solver_fixed"):
         warm.walk(name, "cpu", "pendulum", 2)
     assert built == [("pendulum", "early_exit", True, True), ("pendulum", "fixed", False, True)]
+
+
+def test_a_training_loop_audit_fails_when_a_requested_capture_did_not_happen() -> None:
+    # On CUDA the audit asks for the captured env step and update: an uncaptured loop is not what it
+    # vouches for, however few syncs it had.
+    assert doctor_checks.missed_captures({"env_step_captured": True, "update_captured": True}) == []
+    assert doctor_checks.missed_captures({"env_step_captured": True, "update_captured": False}) == ["update"]
+    assert doctor_checks.missed_captures({"env_step_captured": False, "update_captured": False}) == [
+        "env step",
+        "update",
+    ]

@@ -16,7 +16,7 @@ from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.rl.agents import algo_config, make_agent
 from unilab_gpu.rl.checkpoint import load_checkpoint, save_checkpoint
 from unilab_gpu.rl.trainer import UPDATE_METRICS, OffPolicyTrainer, TrainerSettings
-from unilab_gpu.rl.update_step import UpdateStep
+from unilab_gpu.rl.update_step import UpdateStep, UpdateWarmUpError
 
 pytestmark = [
     pytest.mark.gpu,
@@ -49,8 +49,47 @@ def test_inductor_compiled_updates_match_eager_updates_on_cuda(algo: str) -> Non
         torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
 
 
+def test_each_phase_runs_twice_on_a_side_stream_before_its_capture() -> None:
+    """Two real updates of each actor phase (nothing left to compile or allocate), then the
+    recording (which runs nothing) and its replay: six updates, four run outside a capture."""
+    device = torch.device("cuda", torch.cuda.current_device())
+    agent = _agent("sac", compile=False)
+    body, capturing = agent.update_body, []
+
+    def recorded(batch, actor_step):
+        capturing.append(torch.cuda.is_current_stream_capturing())
+        return body(batch, actor_step)
+
+    agent.update_body = recorded
+    sums = torch.zeros(len(UPDATE_METRICS), device=device)
+    step = UpdateStep(
+        agent, filled_replay(device), 16, torch.Generator(device).manual_seed(7), sums, UPDATE_METRICS, True
+    )
+    for _ in range(6):
+        step()
+    assert capturing == [False] * 4 + [True] * 2 and agent.num_updates == 6 and set(step.graphs) == {True, False}
+    assert step.mode == "captured"
+
+
+def test_a_failed_warm_up_is_reported_as_such_and_not_counted() -> None:
+    agent = _agent("sac", compile=False)
+
+    def out_of_memory(batch, actor_step):
+        raise torch.OutOfMemoryError("CUDA out of memory (test)")
+
+    agent.update_body = out_of_memory
+    device = agent.device
+    sums = torch.zeros(len(UPDATE_METRICS), device=device)
+    step = UpdateStep(
+        agent, filled_replay(device), 16, torch.Generator(device).manual_seed(7), sums, UPDATE_METRICS, True
+    )
+    with pytest.raises(UpdateWarmUpError, match=r"warm-up run 1 of 2 failed \(OutOfMemoryError: CUDA out of memory"):
+        step()
+    assert agent.num_updates == 0 and step.graphs == {} and step.capture is True
+
+
 @pytest.mark.parametrize("algo", ["sac", "flashsac"])
-@pytest.mark.parametrize("compile", [False, True])
+@pytest.mark.parametrize("compile", [False, True], ids=["eager", "compiled"])
 def test_captured_updates_equal_eager_updates_on_cuda(algo: str, compile: bool) -> None:
     """Six updates through :class:`UpdateStep` from the same start, replay, sampling generator and
     default-generator seed: captured (two graphs, one per actor phase, then replays) == uncaptured,

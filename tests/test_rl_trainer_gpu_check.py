@@ -92,3 +92,27 @@ def test_a_cut_run_keeps_the_logging_points_it_reached(tmp_path, monkeypatch):
     report = json.loads(out.read_text())
     assert report["interrupted"] is True and report["complete"] is True
     assert [step for step, _ in report["reward_trend"]] == [4, 8, 12]
+
+
+def test_a_run_stopped_before_a_steady_window_is_cut_not_failed(tmp_path):
+    """Stopped before its first logging point (``--max-seconds`` spent on the build): no
+    throughput (one window's rate would be the compile's), no "no update ran" failure, exit 75."""
+    out = tmp_path / "train_check.json"
+    tiny = ["algo.batch_size=8", "algo.actor_hidden_dim=8", "algo.critic_hidden_dim=8", "algo.num_atoms=11"]
+    args = ["--device", "cpu", "--seconds", "5", "--max-seconds", "0", "--num-envs", "2", "--out", str(out)]
+    with pytest.raises(SystemExit) as stopped:
+        load_script("gpu_train_check").main([*args, "--", *tiny])
+    assert stopped.value.code == load_script("gpu_train_check").CUT_EXIT == 75
+    report = json.loads(out.read_text())
+    assert report["cut"] is True and report["failures"] == [] and report["steady_windows"] == 0
+    assert report["env_steps_per_s"] is None and report["env_steps"] == 0
+
+
+def test_only_windows_without_a_compile_or_capture_count_for_the_throughput():
+    """A window is steady when the capture state at its start equals its end's, and it is not the
+    first; the capture of the update (state 1 -> 2 graphs) in window 3 leaves it out."""
+    script = load_script("gpu_train_check")
+    points = [(k * 10, float(k), {"perf/env_steps_per_s": float(k)}) for k in range(6)]
+    states = [(True, False, 0), (True, True, 1), (True, True, 1), (True, True, 2), (True, True, 2), (True, True, 2)]
+    assert [s["perf/env_steps_per_s"] for s in script.steady_windows(points, states)] == [2.0, 4.0, 5.0]
+    assert script.steady_windows(points[:1], states[:1]) == []  # one point: the compile's window only

@@ -177,3 +177,17 @@ def test_update_step_does_no_host_sync_and_the_audit_sees_into_it(algo):
     agent.update_body = lambda batch, actor_step: (batch["reward"].sum().item(), body(batch, actor_step))[1]
     with pytest.raises(HostSyncError, match="item"), no_host_sync():
         step()
+
+
+def test_loading_the_trainers_state_captures_the_update_again():
+    """The loaded optimizer state lives in new tensors that graphs recorded before would not see:
+    the trainer forgets its update graphs and warm-up runs, and the next updates capture anew."""
+    env = make_env("pendulum", num_envs=NUM_ENVS, compile=False, seed=0)
+    cfg = algo_config(TINY_CONFIGS["sac"], compile=False)
+    agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
+    trainer = OffPolicyTrainer(env, agent, TrainerSettings(iterations=1))
+    state = trainer.state_dict()
+    trainer.update_step.graphs[True] = object()  # as if both phases had been captured on CUDA
+    trainer.update_step.warm_runs.update({True: 2, False: 2})
+    trainer.load_state_dict(state)
+    assert trainer.update_step.graphs == {} and trainer.update_step.warm_runs == {True: 0, False: 0}

@@ -320,3 +320,15 @@ def test_warp_cuda_output_comes_from_the_environment(monkeypatch) -> None:
     monkeypatch.setenv(WARP_CUDA_OUTPUT_ENV, "sass")
     with pytest.raises(ValueError, match="UNILAB_WARP_CUDA_OUTPUT must be 'cubin' or 'ptx'.*'sass'"):
         Simulator.from_file("g1", 1)
+
+
+def test_a_reached_solver_iteration_cap_is_not_a_capacity_overflow() -> None:
+    """MJWarp flags ITERATIONS / LS_ITERATIONS when the solver stops at its cap (a captured step's
+    fixed-iteration solver always does): check() passes on those and names only capacity bits."""
+    sim = Simulator.from_file("g1", 2, keyframe="stand")
+    caps = int(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS)
+    wp.to_torch(sim.data.overflow).fill_(caps)
+    sim.check()
+    wp.to_torch(sim.data.overflow)[1] = caps | int(mjw.OverflowType.NARROWPHASE)
+    with pytest.raises(SimulationOverflowError, match=r"\(NARROWPHASE\) in 1 of 2 worlds"):
+        sim.check()

@@ -123,7 +123,8 @@ def check_training_loop(algo: str, device: torch.device) -> Check:
     values = {**TINY_CONFIGS[algo], "warmup_steps": 2, "buffer_capacity_per_env": 16, "capture_update": cuda}
     cfg = algo_config(values, compile=False)
     agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
-    trainer = OffPolicyTrainer(env, agent, TrainerSettings(iterations=4, log_every=1000))
+    # Enough iterations for each actor phase's warm-up runs and capture (update_step.WARM_RUNS).
+    trainer = OffPolicyTrainer(env, agent, TrainerSettings(iterations=10, log_every=1000))
     trainer.train()  # warm-up, the first updates and the captures outside the audit
     iterations = 3
     with no_host_sync(record=True) as audit:
@@ -140,9 +141,19 @@ def check_training_loop(algo: str, device: torch.device) -> Check:
     captured = {"env_step_captured": env.captured, "update_captured": bool(trainer.update_step.graphs)}
     data = {"per_iteration_syncs": total / iterations, "first_violations": counts["first"], **captured}
     detail = f"{total} host syncs / host-to-device copies in {iterations} iterations (act, step, replay, update)"
+    missed = missed_captures(captured) if cuda else []
     if cuda:
         detail += f"; env step captured: {env.captured}, update captured: {captured['update_captured']}"
-    return Check(f"training loop audit: {algo}", "pass" if total == 0 else "fail", detail, data)
+    if missed:
+        detail += f"; requested but not captured: {', '.join(missed)}"
+    return Check(f"training loop audit: {algo}", "pass" if total == 0 and not missed else "fail", detail, data)
+
+
+def missed_captures(captured: dict[str, bool]) -> list[str]:
+    """The captures a CUDA training-loop audit asked for (env step, update) that did not happen: an
+    audit of uncaptured iterations would pass without showing that the captured loop is sync-free."""
+    names = {"env_step_captured": "env step", "update_captured": "update"}
+    return [names[key] for key, done in captured.items() if not done]
 
 
 def check_physics_only(task: str, num_envs: int, device: torch.device, steps: int = 50) -> Check:

@@ -270,8 +270,13 @@ class OffPolicyTrainer:
         world_size``, so a data-parallel run resumes with another number of ranks at the same env
         step (rounded down). Every rank of a data-parallel run reseeds its replay sampling from its
         own seed (``seed + rank``) and the iteration: the checkpoint holds rank 0's generator only.
+
+        Captured updates are captured again: the loaded optimizer state lives in new tensors, which
+        the graphs recorded before would not see (:meth:`UpdateStep.recapture
+        <unilab_gpu.rl.update_step.UpdateStep.recapture>`).
         """
         self.agent.load_state_dict(state["agent"])
+        self.update_step.recapture()
         self.env.load_learning_state(state.get("env", {}))
         env_steps = int(state.get("env_steps", int(state["iteration"]) * self.env.num_envs))
         self.iteration = env_steps // (self.env.num_envs * self.world_size)

@@ -12,9 +12,14 @@ graph per actor phase (an update with the actor and temperature step, one withou
 the host's update count, ``actor_update_period``) and afterwards only replays graphs.
 
 Capture follows torch's documentation ("CUDA Graphs", whole-network capture) through the env's own
-:class:`~unilab_gpu.sim.capture.CudaGraph`: the update runs once for real on a side stream (it is
-the update of that call: compiled functions, ``.grad`` tensors and optimizer state are made then),
-then it is recorded without running. The replay-sampling generators are registered with each graph
+:class:`~unilab_gpu.sim.capture.CudaGraph`: the first :data:`WARM_RUNS` updates of each phase run
+for real on a side stream (compiled functions, lazy loads, ``.grad`` tensors and optimizer state are
+made in the first; the second shows that nothing is left to compile or allocate), each the update of
+its call; the next one is recorded without running and then replayed, which is that call's update.
+A warm-up run that fails (out of memory, an Inductor error) raises as such, and is not counted; a
+recording that fails leaves the updates uncaptured, with a warning. Loading the agent's state
+replaces its optimizers' state tensors, which a graph recorded by address: the trainer then calls
+:meth:`UpdateStep.recapture`. The replay-sampling generators are registered with each graph
 (``CUDAGraph.register_generator_state``), so every replay draws fresh numbers from them as eager
 updates would; the agent's own draws use the device's default generator, which torch registers
 itself. A replayed graph's outputs are the graph's memory: the metrics are added to the trainer's
@@ -37,6 +42,13 @@ import torch
 from unilab_gpu.rl.off_policy import OffPolicyAgent
 from unilab_gpu.rl.replay import ReplayBuffer
 from unilab_gpu.sim.capture import CaptureUnsupportedError, CudaGraph
+
+WARM_RUNS = 2
+"""Uncaptured updates of each actor phase before that phase is captured."""
+
+
+class UpdateWarmUpError(RuntimeError):
+    """An update run before its capture failed (e.g. out of memory, an Inductor error)."""
 
 
 class UpdateStep:
@@ -70,6 +82,17 @@ class UpdateStep:
         """Whether updates are (to be) captured; turns false if a capture fails."""
         self.graphs: dict[bool, CudaGraph] = {}
         """Captured updates by actor phase (``True``: with the actor and temperature step)."""
+        self.warm_runs = {True: 0, False: 0}
+        """Uncaptured runs so far of each actor phase (up to :data:`WARM_RUNS`, then it is captured)."""
+        self._side_stream: torch.cuda.Stream | None = None
+
+    @property
+    def mode(self) -> str:
+        """How updates run now: ``"captured"`` (replayed CUDA graphs, once one is made), else
+        ``"compiled"`` (``algo.compile``) or ``"eager"``."""
+        if self.graphs:
+            return "captured"
+        return "compiled" if self.agent.cfg.compile else "eager"
 
     def __call__(self) -> None:
         """One update; no host sync (replaying a graph only launches it)."""
@@ -78,11 +101,21 @@ class UpdateStep:
             return
         actor_step = self.agent.actor_step_due()
         graph = self.graphs.get(actor_step)
-        if graph is None:
-            self._capture(actor_step)  # its warm-up run is this call's update
-        else:
+        if graph is not None:
             graph.replay()
+        elif self.warm_runs[actor_step] < WARM_RUNS:
+            self._warm_up(actor_step)
+        elif not self._capture(actor_step):
+            return  # the recording failed: this call's update ran uncaptured, and counted itself
+        else:
+            self.graphs[actor_step].replay()  # the recording ran nothing: this is the call's update
         self.agent.num_updates += 1
+
+    def recapture(self) -> None:
+        """Forget the graphs and warm-up runs: the next updates warm up and are captured again
+        (after the agent's state was loaded, its optimizers hold new state tensors)."""
+        self.graphs.clear()
+        self.warm_runs = {True: 0, False: 0}
 
     def _body(self, actor_step: bool) -> None:
         """What a graph records: sample, update, add the metrics."""
@@ -91,17 +124,40 @@ class UpdateStep:
     def _add(self, metrics: dict[str, torch.Tensor]) -> None:
         self.metric_sums.add_(torch.stack([metrics[key] for key in self.metric_keys]))
 
-    def _capture(self, actor_step: bool) -> None:
-        """Run the update once on a side stream and record it (:class:`CudaGraph`, warm-up 1).
+    def _warm_up(self, actor_step: bool) -> None:
+        """One real update of this phase on a side stream, ordered after and before the caller's work.
 
-        If the recording fails, the update already ran in the warm-up: later updates run
-        uncaptured, with a one-line warning that says why.
+        Raises:
+            UpdateWarmUpError: the update itself failed (nothing was captured; it is not counted).
+        """
+        caller = torch.cuda.current_stream(self.agent.device)
+        if self._side_stream is None:
+            self._side_stream = torch.cuda.Stream(self.agent.device)
+        self._side_stream.wait_stream(caller)
+        try:
+            with torch.cuda.stream(self._side_stream):
+                self._body(actor_step)
+        except Exception as error:
+            raise UpdateWarmUpError(
+                f"algo.capture_update: the update's warm-up run {self.warm_runs[actor_step] + 1} of {WARM_RUNS} "
+                f"failed ({type(error).__name__}: {error}); nothing was captured and the update was not counted"
+            ) from error
+        finally:
+            caller.wait_stream(self._side_stream)
+        self.warm_runs[actor_step] += 1
+
+    def _capture(self, actor_step: bool) -> bool:
+        """Record the update of this phase (:class:`CudaGraph`, no warm-up run of its own); whether it was.
+
+        If the recording fails, this call's update runs uncaptured and so do later ones, with a
+        one-line warning that says why.
         """
         generators = (self.generator, self.replay.redraw_generator)
         try:
             self.graphs[actor_step] = CudaGraph(
-                functools.partial(self._body, actor_step), self.agent.device, warmup=1, generators=generators
+                functools.partial(self._body, actor_step), self.agent.device, warmup=0, generators=generators
             )
+            return True
         except (CaptureUnsupportedError, RuntimeError) as error:
             self.capture = False
             self.graphs.clear()
@@ -110,3 +166,5 @@ class UpdateStep:
                 "updates run uncaptured",
                 stacklevel=2,
             )
+        self._add(self.agent.update(self.replay.sample(self.batch_size, self.generator)))
+        return False

@@ -178,6 +178,8 @@ class CudaGraph:
                 torch.cuda.set_stream(caller)  # torch.cuda.stream restores it too; this also covers its own failure
                 if gc_was_enabled:
                     gc.enable()
+            # The caller's later work is ordered after everything the capture stream was given.
+            caller.wait_stream(self.stream)
         begin, end = self.capture_ids
         if self.paused or begin != end:
             raise CapturePausedError(

@@ -55,6 +55,10 @@ silences those prints, the env counts the bits into its statistics and clears th
 (``ManagerBasedRlEnv``), and training reports the count once per log interval."""
 
 
+CAPACITY_OVERFLOWS = int(mjw.OverflowType.ALL & ~(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS))
+"""The bits of MJWarp's overflow mask that mean a buffer was too small (contacts, constraints, ...)."""
+
+
 class SimulationOverflowError(RuntimeError):
     """MJWarp ran out of contact or constraint capacity in at least one world."""
 
@@ -375,8 +379,12 @@ class Simulator:
         return wp.to_torch(self.data.overflow).cpu().numpy().copy()
 
     def check(self) -> None:
-        """Raise ``SimulationOverflowError`` if any world ran out of contact/constraint capacity."""
-        flags = self.overflow_flags()
+        """Raise ``SimulationOverflowError`` if any world ran out of contact/constraint capacity.
+
+        MJWarp's solver flags (``ITERATIONS``, ``LS_ITERATIONS``: an iteration cap reached, which
+        the fixed-iteration solver of a captured step reaches by design) are not capacity: left out.
+        """
+        flags = self.overflow_flags() & CAPACITY_OVERFLOWS
         bad = np.flatnonzero(flags)
         if bad.size == 0:
             return
