@@ -459,13 +459,14 @@ if [ "${UPDATE:-0}" = 1 ]; then
 fi
 
 # 12. Only with DANCE_LEARNING=1 (a call of its own with SKIP_CHECKS=1): the dance clip that
-#     holosoma's FastSAC G1 dancing policy embeds (in GPU_CHECK_PEERS, default ../shared/peers,
+#     holosoma's PPO G1 dancing policy embeds (in GPU_CHECK_PEERS, default ../shared/peers,
 #     which the device machine gets with the working tree; facts only: unilab-motion from-onnx
 #     extracts the clip into the working folder), learned by G1 tracking at GPU size (SAC, 4096
 #     envs, 2.5 minutes, the clip as commands.motion.params.motion_files), then the trained
 #     policy's full-clip evaluation (unilab-eval, 1024 trials from frame 0 and 1024 from spread
 #     starts). Skipped, with the reason, where that file is not on this machine.
-DANCE_ONNX="${GPU_CHECK_PEERS:-../shared/peers}/holosoma/fastsac_g1_29dof_dancing.onnx"
+# The PPO file's dance: the FastSAC file embeds the same dance with 2 s blends to and from standing.
+DANCE_ONNX="${GPU_CHECK_PEERS:-../shared/peers}/holosoma/ppo_g1_29dof_dancing.onnx"
 if [ "${DANCE_LEARNING:-0}" = 1 ]; then
   if [ $PLAN = 1 ] || [ -f "$DANCE_ONNX" ]; then
     [ $PLAN = 1 ] || rm -rf "$WORK/g1_dance_gpu_run" "$WORK/g1_dance_clip.npz"  # the check's own, made anew

@@ -119,7 +119,7 @@ def rehearsals(tmp_path_factory) -> dict[str, tuple[int, str, Path]]:
     base = tmp_path_factory.mktemp("rehearsal")
     peers = base / "peers"  # where the dance call finds holosoma's policy (the stub does not read it)
     (peers / "holosoma").mkdir(parents=True)
-    (peers / "holosoma" / "fastsac_g1_29dof_dancing.onnx").write_bytes(b"")
+    (peers / "holosoma" / "ppo_g1_29dof_dancing.onnx").write_bytes(b"")
     started = {
         "ok": _start(base / "ok"),
         # The doctor hangs after two checks; the 40 s deadline (before its budget) cuts it and leaves
@@ -365,7 +365,7 @@ def test_without_the_peers_the_dance_blocks_are_skipped_with_the_reason(rehearsa
     assert [(name, b["exit"], b.get("reason")) for name, b in blocks.items() if "dance" in name] == [
         (name, "skipped", "no_shared_peers") for name in ("dance_clip", "warm_dance", "curve_dance", "eval_dance")
     ]
-    assert "fastsac_g1_29dof_dancing.onnx is not on this machine" in output
+    assert "ppo_g1_29dof_dancing.onnx is not on this machine" in output
     # Block 0 found no Triton: the update call's modes follow its proof (the dance call's, with
     # Triton proven, are eager, compiled and captured whether or not triton imports where it runs).
     assert list(_facts(out)["update"]["update_mode"]) == ["eager", "captured_eager"]
