@@ -23,6 +23,7 @@ from unilab_gpu.export.sim2sim.robustness import (  # noqa: E402
     PUSH_PERIOD_S,
     Cell,
     WorldFaults,
+    failing_levels,
     first_failures,
     robustness_grid,
     run_cell,
@@ -204,10 +205,15 @@ def test_first_failing_level_is_the_smallest_in_magnitude() -> None:
         {"fault": "encoder_bias_rad", "level": 0.05, "failed": True},
         {"fault": "encoder_bias_rad", "level": -0.02, "failed": True},
         {"fault": "friction", "level": 1.6, "failed": False},
+        {"fault": "push_mps", "level": 0.5, "failed": False},
     ]
     first = first_failures(cells)
     assert first["delay_steps"] == 2 and first["encoder_bias_rad"] == -0.02
     assert first["friction"] is None and first["push_mps"] is None
+    # Friction counts from the middle of its levels, 1.0: 1.6 is nearer than 0.3.
+    cells += [{"fault": "friction", "level": 0.3, "failed": True}, {"fault": "friction", "level": 1.6, "failed": True}]
+    assert first_failures(cells)["friction"] == 1.6
+    assert failing_levels(cells)["friction"] == [1.6, 0.3] and failing_levels(cells)["delay_steps"] == [2, 3]
 
 
 def test_a_diverged_cell_is_reported_as_diverged_never_as_nan() -> None:

@@ -8,7 +8,7 @@ world the runtime runs in (:class:`WorldFaults`: every geom's sliding friction, 
 torso, pushes of the root). A velocity policy runs every command of ``commands`` in each cell; a
 tracking policy its reference from the first frame. A cell *fails* when its runs fall or diverge
 (diverged runs are counted apart and never reported as a NaN error); each fault's first failing
-level is the smallest in magnitude that fails.
+level is the failing one nearest to the nominal (:data:`CENTRE`).
 
 The grid is generic over the runtime: it sets ``controller.faults`` on whatever controller the
 :class:`~.scenario.Scenario` prepared and steps it through :class:`~.run.Sim2Sim`.
@@ -45,6 +45,10 @@ the MJCF's); kg added to the torso; the root velocity change of each push (m/s).
 
 NOMINAL = {"delay_steps": 0, "encoder_bias_rad": 0.0, "noise_scale": 0.0, "payload_kg": 0.0, "push_mps": 0.0}
 """The level of each fault that equals the nominal run (friction has none: the MJCF's differs per geom)."""
+
+CENTRE = NOMINAL | {"friction": 1.0}
+"""Where each fault's levels are counted from when its first failing level is named: the nominal
+level, and for friction the middle of its levels (lower and higher friction both move away from it)."""
 
 VELOCITY_COMMANDS = ((0.5, 0.0, 0.0), (-0.4, 0.0, 0.0), (0.0, 0.3, 0.0), (0.0, -0.3, 0.0))
 """The commands a velocity policy runs in each cell: forward, backward, left, right."""
@@ -188,13 +192,20 @@ def _quiet(_line: str) -> None:
     """A cell's warnings stay out of the grid's output (its counts say what happened)."""
 
 
+def failing_levels(cells: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Per fault, every level whose cell failed, nearest to :data:`CENTRE` first (ties: the lower)."""
+    return {
+        fault: sorted(
+            (c["level"] for c in cells if c["fault"] == fault and c["failed"]),
+            key=lambda level, fault=fault: (abs(level - CENTRE[fault]), level),
+        )
+        for fault in LEVELS
+    }
+
+
 def first_failures(cells: list[dict[str, Any]]) -> dict[str, float | None]:
-    """Per fault, the smallest level in magnitude whose cell failed (``None``: none did)."""
-    first: dict[str, float | None] = {}
-    for fault in LEVELS:
-        failed = [c["level"] for c in cells if c["fault"] == fault and c["failed"]]
-        first[fault] = min(failed, key=lambda level: (abs(level), level)) if failed else None
-    return first
+    """Per fault, the failing level nearest to :data:`CENTRE` (``None``: none failed)."""
+    return {fault: levels[0] if levels else None for fault, levels in failing_levels(cells).items()}
 
 
 def robustness_grid(
@@ -254,6 +265,7 @@ def robustness_grid(
         "levels": {k: list(v) for k, v in LEVELS.items()},
         "cells": results,
         "first_failing_level": first_failures(results),
+        "failing_levels": failing_levels(results),
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
 
@@ -275,17 +287,16 @@ def plot_grid(report: dict[str, Any]):  # -> matplotlib Figure
     for row, fault in enumerate(faults):
         cells = [c for c in report["cells"] if c["fault"] == fault]
         for col, cell in enumerate(cells):
-            shade = colours(0.15 + 0.85 * min(cell["falls"] / runs / worst, 1.0)) if cell["failed"] else "#d9f0d3"
-            axes.add_patch(
-                plt.Rectangle(
-                    (col, row), 1, 1, facecolor=shade, edgecolor="white", hatch="//" if cell["diverged"] else ""
-                )
-            )
+            level = min(cell["falls"] / runs / worst, 1.0)
+            shade = colours(0.15 + 0.85 * level) if cell["failed"] else "#d9f0d3"
+            hatch = "//" if cell["diverged"] else ""
+            axes.add_patch(plt.Rectangle((col, row), 1, 1, facecolor=shade, edgecolor="white", hatch=hatch))
             error = "diverged" if cell["error"] is None else f"{cell['error']:.3f}"
             text = f"{cell['level']:g}\n{cell['falls']} falls" + (
                 f", {cell['diverged']} div." if cell["diverged"] else ""
             )
-            axes.text(col + 0.5, row + 0.5, f"{text}\n{error}", ha="center", va="center", fontsize=8)
+            ink = "white" if cell["failed"] and level > 0.5 else "black"
+            axes.text(col + 0.5, row + 0.5, f"{text}\n{error}", ha="center", va="center", fontsize=8, color=ink)
     axes.set_xlim(0, width)
     axes.set_ylim(len(faults), 0)
     axes.set_yticks([r + 0.5 for r in range(len(faults))], faults)
