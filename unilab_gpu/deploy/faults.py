@@ -62,11 +62,6 @@ class Faults:
         ):
             raise DeploymentError(f"faults: noise_scale must be a finite number >= 0, got {self.noise_scale!r}")
 
-    @property
-    def none(self) -> bool:
-        """Whether these faults change nothing."""
-        return self.delay_steps == 0 and not np.any(np.asarray(self.encoder_bias)) and self.noise_scale == 0
-
 
 class FaultInjector:
     """The state of :class:`Faults` in one controller: the target delay line and the noise generator.
