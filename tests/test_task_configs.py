@@ -18,7 +18,9 @@ robots came to own their physics options (issue 47) every config gained ``contro
 (issue 48) the tracking snapshots gained ``first_frame_share: 0.2`` (a fifth of episodes start at
 frame 0: the one default that changed, for the full-clip success it measured),
 ``blend_in_seconds: 0.0`` with ``blend_in_keyframe: stand`` (no blend, as before) and
-``termination_curriculum: null`` (the thresholds as written, as before).
+``termination_curriculum: null`` (the thresholds as written, as before). When the command path could
+simulate a robot's latency and target bias (issue 58) every snapshot's ``actions`` gained
+``delay_steps: null`` and ``target_bias: null`` (neither, as before).
 """
 
 from __future__ import annotations

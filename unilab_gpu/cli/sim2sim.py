@@ -5,6 +5,8 @@ Usage::
     unilab-sim2sim POLICY.onnx [--command vx,vy,wz] [--motion FILE] [--seconds S]
                    [--video OUT.mp4] [--out report.json] [--model MJCF] [--force] [--format NAME]
                    [--terrain NAME|FILE.yaml] [--terrain-level L] [--terrain-column C | --sub-terrain NAME]
+    unilab-sim2sim POLICY.onnx --robustness [--command vx,vy,wz] [--motion FILE] [--seconds S]
+                   [--out grid.json] [--plot grid.png] [--model MJCF] [--force] [--format NAME]
 
 The run itself is :func:`unilab_gpu.export.sim2sim.sim2sim` of a
 :class:`~unilab_gpu.export.sim2sim.Scenario` (this module parses and prints). The policy runs
@@ -52,12 +54,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import mujoco
+
 from unilab_gpu.deploy.foreign import format_names
 from unilab_gpu.export.sim2sim import Scenario, sim2sim
 from unilab_gpu.export.sim2sim.report import write_report
 from unilab_gpu.paths import terrain_file
+from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
-from unilab_gpu.utils.files import check_output
+from unilab_gpu.utils.files import check_output, write_atomic
 
 PROGRESS_SECONDS = 10.0
 """Wall-clock seconds between progress lines of a run."""
@@ -127,7 +132,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--terrain-column", type=int, default=None, help="start in this column (default: 0)")
     start.add_argument("--sub-terrain", default=None, help="start in the first column of this sub-terrain type")
+    parser.add_argument("--robustness", action="store_true", help="run the robustness grid (docs/deploy.md)")
+    parser.add_argument("--plot", default=None, help="with --robustness: write the grid's heat map (PNG)")
     args = parser.parse_args(_joined_command(sys.argv[1:] if argv is None else list(argv)))
+    if args.robustness:
+        return _robustness(parser, args)
+    if args.plot is not None:
+        parser.error("--plot draws the robustness grid: add --robustness")
     if args.seconds is not None and not (math.isfinite(args.seconds) and args.seconds > 0):
         parser.error(f"--seconds must be a finite number > 0, got {args.seconds}")
     if args.out is not None and args.video is not None and _same_file(args.out, args.video):
@@ -167,6 +178,64 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.video is not None:
         print(f"video: {args.video}")
     return INTERRUPTED_EXIT_CODE if report["interrupted"] else 0
+
+
+def _robustness(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``--robustness``: the grid, a line per cell, the first failing levels, ``--out`` and ``--plot``."""
+    from unilab_gpu.export.sim2sim.robustness import VELOCITY_COMMANDS, plot_grid, robustness_grid
+
+    refused = [o for o, v in (("--video", args.video), ("--terrain", args.terrain)) if v is not None]
+    refused += [
+        o
+        for o, v in (
+            ("--terrain-level", args.terrain_level),
+            ("--terrain-column", args.terrain_column),
+            ("--sub-terrain", args.sub_terrain),
+        )
+        if v is not None
+    ]
+    if refused:
+        parser.error(f"--robustness runs on the policy's MJCF ground without a video; drop {', '.join(refused)}")
+    try:
+        for option, path, example in (("--out", args.out, "grid.json"), ("--plot", args.plot, "grid.png")):
+            if path is not None:
+                check_output(path, option, force=args.force, inputs=_inputs(args), example=example)
+        print(f"unilab-sim2sim: robustness grid of {args.policy} in MuJoCo {mujoco.__version__} (C)")
+
+        def line(cell: dict[str, Any], done: int, total: int) -> None:
+            error = "diverged" if cell["error"] is None else f"{cell['error']:.4f}"
+            print(
+                f"  [{done:>2}/{total}] {cell['fault']:>16} {cell['level']:>6g}: {cell['falls']} falls, "
+                f"{cell['diverged']} diverged, error {error}" + ("  FAIL" if cell["failed"] else ""),
+                flush=True,
+            )
+
+        report = robustness_grid(
+            args.policy,
+            motion=args.motion,
+            seconds=args.seconds,
+            model_path=args.model,
+            commands=[args.command] if args.command is not None else VELOCITY_COMMANDS,
+            on_cell=line,
+            format=args.format,
+        )
+    except (ValueError, KeyError, FileNotFoundError) as error:
+        print(f"unilab-sim2sim: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("unilab-sim2sim: interrupted; nothing written", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
+    first = ", ".join(f"{k} {'none' if v is None else f'{v:g}'}" for k, v in report["first_failing_level"].items())
+    print(f"first failing level: {first}")
+    report["machine"] = machine_info("cpu")
+    if args.out is not None:
+        write_report(args.out, report)
+        print(f"report: {args.out}")
+    if args.plot is not None:
+        figure = plot_grid(report)
+        write_atomic(args.plot, lambda file: figure.savefig(file, format="png", dpi=110))
+        print(f"heat map: {args.plot}")
+    return 0
 
 
 def _inputs(args: argparse.Namespace) -> list[str]:

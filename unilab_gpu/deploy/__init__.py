@@ -14,6 +14,7 @@ Map:
     reference     ReferenceMotion: a canonical motion clip at the control rate, played by time
     physics       the physics options a policy trained with (metadata ``physics``): read, written, compared
     model_check   check_model: the MJCF against the metadata (joints, actuators, gains, limits, physics options)
+    faults        Faults, FaultInjector: latency, encoder bias and observation noise injected where a robot has them
     controller    Controller: MjData -> observation -> action -> PD targets, stepped at the metadata's rates
     terminations  numpy twins of the failure terminations (falls), by the env term's path
     registry      the user's twins: modules listed in UNILAB_DEPLOY_MODULES
@@ -23,7 +24,8 @@ Map:
 """
 
 from .controller import Controller
+from .faults import Faults
 from .policy_file import METADATA_VERSION, DeploymentError, PolicyFile
 from .reference import ReferenceMotion
 
-__all__ = ["METADATA_VERSION", "Controller", "DeploymentError", "PolicyFile", "ReferenceMotion"]
+__all__ = ["METADATA_VERSION", "Controller", "DeploymentError", "Faults", "PolicyFile", "ReferenceMotion"]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import mujoco
 import numpy as np
 
+from .faults import FaultInjector, Faults
 from .model_check import actuator_ids, check_model, joint_addresses, root_address
 from .policy_file import DeploymentError, PolicyFile
 from .reference import ReferenceMotion
@@ -107,6 +108,18 @@ class Controller:
         self._fresh = True
         self.time = 0.0
         """Seconds since the reference's first frame (tracking policies)."""
+        self.faults = Faults()
+
+    @property
+    def faults(self) -> Faults:
+        """The faults injected where a robot has them (:mod:`.faults`; default none): encoder bias and
+        observation noise in the state path, latency in the command path. Setting them starts
+        their state afresh (the delay line, the noise generator)."""
+        return self._faults.faults
+
+    @faults.setter
+    def faults(self, value: Faults) -> None:
+        self._faults = FaultInjector(value, self.joint_qpos)
 
     # ------------------------------------------------------------------------------------------
 
@@ -136,6 +149,7 @@ class Controller:
         """Start an episode from ``data``'s state: no last action, fresh observation history,
         the reference at ``time`` seconds, the gait clock at ``phase``; kinematics made current."""
         self.context.last_action[:] = 0.0
+        self._faults.reset()
         self._fresh = True
         self.time = float(time)
         self.context.phase = float(phase)
@@ -146,8 +160,10 @@ class Controller:
         """The policy observation ``(observation_dim,)`` float32 of ``data`` (kinematics and sensors
         current) and the clocks. Call once per control step: it advances the term histories."""
         obs = np.zeros(int(self.metadata["observation_dim"]), dtype=np.float64)
-        for (term, read), history in zip(self._terms, self._history, strict=True):
-            value = np.asarray(read(data), dtype=np.float64).reshape(term["dim"])
+        with self._faults.encoders(data):
+            values = [np.asarray(read(data), dtype=np.float64).reshape(term["dim"]) for term, read in self._terms]
+        for (term, _), value, history in zip(self._terms, values, self._history, strict=True):
+            value = self._faults.add_noise(term, value)
             if term["clip"] is not None:
                 value = np.clip(value, term["clip"][0], term["clip"][1])
             value = value * term["scale"]
@@ -188,7 +204,7 @@ class Controller:
             obs = self.observe(data)
         action, target = self.act(obs)
         self.context.last_action[:] = action
-        data.ctrl[self.actuators] = target
+        data.ctrl[self.actuators] = self._faults.command(target)
         for _ in range(self.decimation):
             mujoco.mj_step(self.model, data)
             if on_substep is not None:

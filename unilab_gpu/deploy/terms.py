@@ -98,6 +98,12 @@ def joint_pos_rel(ctx: TermContext, term: str) -> Reader:
     return lambda data: data.qpos[ctx.joint_qpos] - default
 
 
+def biased_joint_pos_rel(ctx: TermContext, term: str, bias_range: list[float]) -> Reader:
+    """The training env's simulated encoder bias: a robot's encoders bring their own, so it reads
+    ``joint_pos_rel`` (``bias_range`` is not added)."""
+    return joint_pos_rel(ctx, term)
+
+
 def joint_vel(ctx: TermContext, term: str) -> Reader:
     return lambda data: data.qvel[ctx.joint_qvel].copy()
 
@@ -256,6 +262,7 @@ phase_cos = _phase(np.cos)
 TERMS: dict[str, Callable[..., Reader]] = {
     "unilab_gpu.envs.mdp.observations.joint_pos_rel": joint_pos_rel,
     "unilab_gpu.envs.mdp.observations.joint_vel": joint_vel,
+    "unilab_gpu.envs.mdp.observations.BiasedJointPosRel": biased_joint_pos_rel,
     "unilab_gpu.envs.mdp.observations.last_action": last_action,
     "unilab_gpu.envs.mdp.observations.sensor": sensor,
     "unilab_gpu.envs.mdp.observations.projected_gravity": projected_gravity,

@@ -36,6 +36,9 @@ from unilab_gpu.utils.checks import check_range, is_number, require
 _require = functools.partial(require, config="env config")
 _check_range = functools.partial(check_range, config="env config")
 
+MAX_DELAY_STEPS = 50
+"""The longest command latency ``actions.delay_steps`` may draw, control steps (1 s at 50 Hz)."""
+
 
 @dataclass
 class SimCfg:
@@ -282,6 +285,16 @@ def check_env_cfg(cfg: EnvCfg, num_envs: int) -> None:
         _require(is_number(value) and value > 0, f"divergence.{key}", "a finite number > 0", value)
     if cfg.actions.clip is not None:
         _check_range("actions.clip", cfg.actions.clip, strict=True)
+    delay = cfg.actions.delay_steps
+    if delay is not None:
+        _require(
+            len(delay) == 2 and all(type(d) is int for d in delay) and 0 <= delay[0] <= delay[1] <= MAX_DELAY_STEPS,
+            "actions.delay_steps",
+            f"[low, high] whole control steps with 0 <= low <= high <= {MAX_DELAY_STEPS}",
+            list(delay),
+        )
+    if cfg.actions.target_bias is not None:
+        _check_range("actions.target_bias", cfg.actions.target_bias, strict=False)
     _check_params("actions.params", cfg.actions.params)
     for name, term in cfg.rewards.items():
         if term is not None:

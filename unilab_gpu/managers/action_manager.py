@@ -29,6 +29,13 @@ class ActionManager:
     observation (actions of 1e6 gave rewards of -5.8e10, 3e38 gave -inf); every action dimension
     must end up bounded. The manager keeps the last two actions and scatters the term's targets
     into the ``ctrl`` columns it drives.
+
+    Two faults of a real robot's command path can be simulated, each drawn per row at every episode
+    start (docs/tasks/velocity.md, "Sim-to-real randomization"): ``target_bias`` adds a constant
+    offset to each target (a miscalibrated default pose), and ``delay_steps`` makes the targets
+    reach ``ctrl`` that many control steps late (latency). The delay line holds the targets of the
+    last ``high + 1`` steps, newest first; a row starting an episode fills it with its first
+    targets, so a delayed row holds its first command until the line has filled.
     """
 
     def __init__(self, cfg: ActionCfg, env: EnvView) -> None:
@@ -53,6 +60,23 @@ class ActionManager:
         """Steps per row whose action had a non-finite entry (cumulative)."""
         self.non_finite_rows = torch.zeros(n, dtype=torch.bool, device=device)
         """Rows whose action of this step had a non-finite entry, ``(num_envs,)``."""
+        self._bias_range = cfg.target_bias
+        self.target_bias = None
+        """With ``target_bias``: each row's offset of its targets, ``(num_envs + 1, action_dim)`` (the
+        extra row takes padded reset ids)."""
+        if cfg.target_bias is not None:
+            self.target_bias = torch.full((n + 1, self.action_dim), float(cfg.target_bias[0]), device=device)
+        self._delay_range = cfg.delay_steps
+        self.delay = None
+        """With ``delay_steps``: each row's latency in control steps, ``(num_envs + 1,)`` int64."""
+        self._line = self._line_fresh = None
+        if cfg.delay_steps is not None:
+            low, high = cfg.delay_steps
+            self.delay = torch.full((n + 1,), low, dtype=torch.int64, device=device)
+            self._line = torch.zeros(high + 1, n, self.action_dim, device=device)
+            """``(high + 1, num_envs, action_dim)``: the targets of the last steps, newest first."""
+            self._line_fresh = torch.ones(n + 1, dtype=torch.bool, device=device)
+            """Rows whose next targets start their line (a new episode), ``(num_envs + 1,)``."""
 
     def _action_bounds(self, clip: list[float] | None) -> tuple[torch.Tensor, torch.Tensor]:
         low, high = self.term.action_range()
@@ -77,11 +101,37 @@ class ActionManager:
         # One write of the history from a stacked copy (docs/architecture.md, "Compiler workarounds").
         rows = self._history_rows
         rows.copy_(torch.stack((action, rows[0])))
-        self._ctrl.index_copy_(1, self.term.ctrl_cols, self.term.targets(action))
+        targets = self.term.targets(action)
+        if self.target_bias is not None:
+            targets = targets + self.target_bias[:-1]
+        if self._line is not None:
+            targets = self._delayed(targets)
+        self._ctrl.index_copy_(1, self.term.ctrl_cols, targets)
+
+    def _delayed(self, targets: torch.Tensor) -> torch.Tensor:
+        """Push this step's ``targets`` ``(num_envs, action_dim)`` into the line; return each row's
+        targets of ``delay`` steps ago."""
+        line = self._line
+        n = line.shape[1]
+        shifted = torch.cat((targets[None], line[:-1]))
+        fresh = self._line_fresh[:-1].view(1, n, 1)
+        line.copy_(torch.where(fresh, targets[None].expand_as(line), shifted))
+        self._line_fresh.fill_(False)
+        return line.gather(0, self.delay[:-1].view(1, n, 1).expand(1, n, line.shape[2]))[0]
 
     def reset(self, env_ids: torch.Tensor) -> None:
-        """Forget the previous actions of rows starting an episode (ids padded with num_envs)."""
+        """Forget the previous actions of rows starting an episode (ids padded with num_envs), and
+        draw their target bias and latency."""
         self._history.index_fill_(1, env_ids, 0.0)
+        k, device = env_ids.shape[0], env_ids.device
+        if self.target_bias is not None and self._bias_range[1] > self._bias_range[0]:
+            low, high = self._bias_range
+            self.target_bias.index_copy_(0, env_ids, low + (high - low) * torch.rand(k, self.action_dim, device=device))
+        if self.delay is not None:
+            self._line_fresh.index_fill_(0, env_ids, True)
+            low, high = self._delay_range
+            if high > low:
+                self.delay.index_copy_(0, env_ids, torch.randint(low, high + 1, (k,), device=device))
 
 
 def _build_term(cfg: ActionCfg, env: EnvView) -> ActionTerm:

@@ -107,3 +107,9 @@ class ActionCfg(TermCfg):
 
     clip: list[float] | None = None
     """``[low, high]`` applied to the raw action before the term maps it (the manager's, for any term)."""
+    delay_steps: list[int] | None = None
+    """``[low, high]`` control steps by which the targets reach ``ctrl`` late (a robot's command
+    latency), drawn per row at each episode start; ``null`` (or ``[0, 0]``): this step's targets."""
+    target_bias: list[float] | None = None
+    """``[low, high]`` offset added to every target (rad for joint-position targets: a miscalibrated
+    default pose), drawn per row and actuator at each episode start; ``null``: none."""

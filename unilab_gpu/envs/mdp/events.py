@@ -72,6 +72,42 @@ def randomize_geom_friction(
     write_model_rows(friction, env_ids, rows)
 
 
+class RandomizeRestitution:
+    """Reset event: the bounciness of contacts, as a coefficient of restitution drawn per row.
+
+    MuJoCo has no restitution coefficient: a contact is a spring-damper set by ``solref``
+    ``[timeconst, dampratio]``, and a damped oscillator with damping ratio ``zeta < 1`` leaves a
+    half-cycle with ``e = exp(-pi * zeta / sqrt(1 - zeta^2))`` of its speed. Each row's ``e`` is
+    drawn in ``restitution_range`` and written as ``zeta = -ln e / sqrt(pi^2 + ln^2 e)`` (``e = 0``:
+    ``zeta = 1``, critically damped, no bounce) to the ``dampratio`` of every geom of ``geom_names``
+    (their time constants unchanged). A contact mixes its two geoms' ``solref``, so the default
+    ``geom_names: [".*"]`` gives every contact exactly the drawn ratio. The rebound MuJoCo yields
+    is near ``e``, not equal: the impedance (``solimp``) and the contact's other forces shape it too.
+
+    Needs ``sim.batched_model_fields`` to include ``geom_solref``.
+
+    Args:
+      restitution_range: ``[low, high]`` within ``[0, 1)``.
+    """
+
+    def __init__(self, env: EnvView, geom_ids: torch.Tensor, restitution_range: list[float]) -> None:
+        low, high = restitution_range
+        if not 0.0 <= low <= high < 1.0:
+            raise ValueError(f"restitution_range: [low, high] with 0 <= low <= high < 1, got {list(restitution_range)}")
+        self.solref = _batched_field(env, "geom_solref", "RandomizeRestitution")
+        self.geom_ids = geom_ids
+        self.low, self.high = float(low), float(high)
+
+    def __call__(self, env: EnvView, env_ids: torch.Tensor) -> None:
+        k = env_ids.shape[0]
+        e = self.low + (self.high - self.low) * torch.rand(k, 1, device=env.device)
+        log_e = torch.log(e.clamp(min=1e-30))
+        zeta = torch.where(e > 0, -log_e / torch.sqrt(torch.pi**2 + log_e * log_e), 1.0)
+        rows = self.solref[env_ids.clamp(max=env.num_envs - 1)].clone()
+        rows[:, self.geom_ids, 1] = zeta.expand(k, self.geom_ids.shape[0])
+        write_model_rows(self.solref, env_ids, rows)
+
+
 def write_model_rows(field: torch.Tensor, env_ids: torch.Tensor, values: torch.Tensor) -> None:
     """``field[env_ids[i]] = values[i]`` for a per-world model field ``(num_envs, ...)``, static shape.
 

@@ -17,6 +17,30 @@ def joint_pos_rel(env: EnvView) -> torch.Tensor:
     return env.robot.joint_pos - env.robot.default_joint_pos
 
 
+class BiasedJointPosRel:
+    """Joint positions minus the default pose as miscalibrated encoders report them,
+    ``(num_envs, num_joints)``: ``joint_pos_rel`` plus a constant bias per row and joint, drawn
+    uniformly in ``bias_range`` (rad) at every episode start. A policy trained on it deploys
+    reading ``joint_pos_rel`` (the robot's encoders bring their own bias).
+
+    Args:
+      bias_range: ``[low, high]`` rad.
+    """
+
+    def __init__(self, env: EnvView, bias_range: list[float]) -> None:
+        self.low, self.high = float(bias_range[0]), float(bias_range[1])
+        self.bias = torch.full((env.num_envs + 1, env.robot.num_joints), self.low, device=env.device)
+        """``(num_envs + 1, num_joints)``: each row's bias (the extra row takes padded reset ids)."""
+
+    def __call__(self, env: EnvView) -> torch.Tensor:
+        return joint_pos_rel(env) + self.bias[:-1]
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        if self.high > self.low:  # a fixed bias draws nothing, so the env's other draws stay as they were
+            draw = torch.rand(env_ids.shape[0], self.bias.shape[1], device=env_ids.device)
+            self.bias.index_copy_(0, env_ids, self.low + (self.high - self.low) * draw)
+
+
 def joint_vel(env: EnvView) -> torch.Tensor:
     """Joint velocities, ``(num_envs, num_joints)``."""
     return env.robot.joint_vel
