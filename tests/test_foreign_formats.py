@@ -300,3 +300,17 @@ def test_joints_are_mapped_onto_the_mjcf_by_name(tmp_path: Path) -> None:
     step = controller.step(data)
     actuators = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in names]
     np.testing.assert_allclose(data.ctrl[actuators], step.target, atol=1e-12)
+
+
+def test_the_robustness_grid_runs_a_foreign_policy() -> None:
+    """holosoma's walker goes through the same fault grid as our exports (``--robustness --format``):
+    every cell runs, the nominal cells agree with each other, and a fault changes what the
+    policy does (3 steps of command latency move its velocity error off the nominal one)."""
+    from unilab_gpu.export.sim2sim.robustness import robustness_grid
+
+    report = robustness_grid(LOCO, seconds=1.0, commands=[(0.5, 0.0, 0.0)], format="holosoma")
+    cells = {(c["fault"], c["level"]): c for c in report["cells"]}
+    nominal = cells[("delay_steps", 0)]
+    assert nominal["falls"] == 0 and nominal["diverged"] == 0
+    assert cells[("payload_kg", 0)]["error"] == pytest.approx(nominal["error"])
+    assert cells[("delay_steps", 3)]["error"] != pytest.approx(nominal["error"], abs=1e-4)
