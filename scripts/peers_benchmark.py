@@ -491,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracking-seconds", type=float, default=None, help="tracking: the clip's first S s only")
     parser.add_argument("--tracker", default=None, help="our tracking policy (an export) to add")
     parser.add_argument("--tracker-motion", default=None, help="the dance clip our tracker follows")
+    parser.add_argument("--tracker-name", default="ours", help="the row name of --tracker (one row per name)")
     parser.add_argument("--skip-locomotion", action="store_true")
     parser.add_argument("--skip-peer-tracking", action="store_true", help="tracking: only --tracker")
     parser.add_argument("--merge", action="store_true", help="keep the rows of the existing --out that are not rerun")
@@ -536,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
             result["locomotion"][name] = row
     tracking = {} if args.skip_peer_tracking else dict(TRACKING)
     if args.tracker is not None:
-        tracking["ours"] = (args.tracker, None, args.tracker_motion)
+        tracking[args.tracker_name] = (args.tracker, None, args.tracker_motion)
     for name, (path, fmt, motion) in tracking.items():
         harness = TrackingHarness(path, fmt, motion, args.model)
         row = {"policy": path, "format": fmt or "unilab"} | tracking_rows(
