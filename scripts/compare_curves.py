@@ -82,9 +82,7 @@ def read_curves(paths: list[Path]) -> dict[Path, list[dict]]:
     if len(set(tasks.values())) > 1:
         first, *_ = paths
         other = next(path for path in paths if tasks[path] != tasks[first])
-        raise fail(
-            f"{other} is a run of task {tasks[other]!r}, {first} of {tasks[first]!r}; compare runs of one task"
-        )
+        raise fail(f"{other} is a run of task {tasks[other]!r}, {first} of {tasks[first]!r}; compare runs of one task")
     return {path: report["curve"] for path, report in reports.items()}
 
 

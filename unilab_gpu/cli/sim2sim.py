@@ -51,7 +51,7 @@ from unilab_gpu.export.sim2sim import Scenario, sim2sim
 from unilab_gpu.export.sim2sim.report import write_report
 from unilab_gpu.paths import terrain_file
 from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
-from unilab_gpu.utils.files import check_output
+from unilab_gpu.utils.files import OutputPathError, check_output, write_error
 
 PROGRESS_SECONDS = 10.0
 """Wall-clock seconds between progress lines of a run."""
@@ -149,7 +149,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if report["interrupted"]:
         print(f"unilab-sim2sim: interrupted; the report covers the {report['seconds']:g} s simulated before it")
     if args.out is not None:
-        write_report(args.out, report)
+        try:
+            write_report(args.out, report, exclusive=not args.force)
+        except (OSError, OutputPathError) as error:  # a full disk, or a concurrent run wrote --out first
+            print(f"unilab-sim2sim: error: --out: {write_error(error)}; nothing written", file=sys.stderr)
+            return 1
         print(f"report: {args.out}")
     if args.video is not None:
         print(f"video: {args.video}")

@@ -17,10 +17,17 @@ from unilab_gpu.utils.files import check_output
 
 
 def export_agent(
-    env: ManagerBasedRlEnv, agent, task: str, algo: str, path: str | os.PathLike, env_overrides: Sequence[str] = ()
+    env: ManagerBasedRlEnv,
+    agent,
+    task: str,
+    algo: str,
+    path: str | os.PathLike,
+    env_overrides: Sequence[str] = (),
+    exclusive: bool = False,
 ) -> Path:
     """Write ``agent``'s deterministic policy for ``env``'s ``policy`` group to ``path``
-    (``env`` was built from ``task`` with ``env_overrides``).
+    (``env`` was built from ``task`` with ``env_overrides``); ``exclusive``: only if no file is
+    there when it is done (another export to the same path keeps its file).
 
     Raises:
         ValueError: the policy's parameters or buffers (normaliser statistics) hold NaN or inf;
@@ -32,7 +39,7 @@ def export_agent(
         listing = describe_entries(bad)
         raise ValueError(f"export refused, nothing was written: the policy holds non-finite values ({listing})")
     metadata = deployment_metadata(env, task, algo, list(env_overrides))
-    return write_onnx(policy, env.observation_dims["policy"], metadata, path)
+    return write_onnx(policy, env.observation_dims["policy"], metadata, path, exclusive)
 
 
 def export_checkpoint(
@@ -51,7 +58,7 @@ def export_checkpoint(
     cfg = checkpoint["config"]
     env = make_env(cfg["task"], num_envs=1, device="cpu", overrides=cfg["env"]["overrides"], compile=False)
     agent = agent_from_checkpoint(checkpoint, "cpu")
-    return export_agent(env, agent, cfg["task"], cfg["algo"]["name"], path, cfg["env"]["overrides"])
+    return export_agent(env, agent, cfg["task"], cfg["algo"]["name"], path, cfg["env"]["overrides"], not force)
 
 
 def export_after_training(env: ManagerBasedRlEnv, agent, cfg, run_dir: str | os.PathLike) -> str:
