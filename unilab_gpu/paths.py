@@ -65,6 +65,18 @@ def group_config_file(group: str, name: str) -> Path | None:
     return None
 
 
+def shadowed_configs() -> list[Path]:
+    """The ``UNILAB_PATH`` configs (``<folder>/configs/<group>/<name>.yaml``) that an earlier config
+    root's file of the same group and name hides: Hydra and :func:`group_config_file` read the first."""
+    roots = config_roots()
+    hidden = []
+    for index, root in enumerate(roots[1:], start=1):
+        for path in sorted(root.glob("*/*.yaml")):
+            if any((earlier / path.parent.name / path.name).is_file() for earlier in roots[:index]):
+                hidden.append(path)
+    return hidden
+
+
 def group_choices(group: str) -> list[str]:
     """The names of every ``<root>/<group>/<name>.yaml`` of the config roots, sorted."""
     return sorted({path.stem for root in config_roots() for path in (root / group).glob("*.yaml")})

@@ -21,6 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 from unilab_gpu.deploy.physics import CONES
 from unilab_gpu.envs.env_cfg import FeetCfg, ImuCfg, PhysicsCfg, RobotCfg
 from unilab_gpu.paths import robot_config_file
+from unilab_gpu.utils.yaml_files import CONFIG_MAX_BYTES, CONFIG_MAX_VALUES, load_bounded_yaml
 
 
 def load_robot_cfg(name: str) -> tuple[RobotCfg, Path] | None:
@@ -29,13 +30,15 @@ def load_robot_cfg(name: str) -> tuple[RobotCfg, Path] | None:
     robot outside a task (the keyframe tool).
 
     Raises:
-      ValueError: an unknown key or a wrong type, naming the key and the file.
+      ValueError: an unknown key or a wrong type, naming the key and the file; a file that is
+        not a bounded YAML mapping (:func:`~unilab_gpu.utils.yaml_files.load_bounded_yaml`).
     """
     file = robot_config_file(name)
     if file is None:
         return None
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(RobotCfg), OmegaConf.load(file))
+        read = load_bounded_yaml(file, "a robot config", CONFIG_MAX_BYTES, CONFIG_MAX_VALUES)
+        merged = OmegaConf.merge(OmegaConf.structured(RobotCfg), read)
         return OmegaConf.to_object(merged), file  # type: ignore[return-value]
     except OmegaConfBaseException as error:
         key = getattr(error, "full_key", "") or "?"
