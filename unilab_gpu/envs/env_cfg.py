@@ -86,6 +86,18 @@ class PhysicsCfg:
 
 
 @dataclass
+class StandCfg:
+    """The standing keyframe held in the robot config, so the MJCF is never edited: written at load
+    as the key ``RobotCfg.keyframe`` (over the MJCF's key of that name, if it has one). Computed by
+    ``scripts/stand_keyframe.py --write-config`` or drafted by ``unilab-robot init``."""
+
+    qpos: list[float] = MISSING
+    """The standing pose (``nq`` values: the free base, then the joints in MJCF order)."""
+    ctrl: list[float] = MISSING
+    """The targets that hold it at rest (``nu`` values, actuator order): pose plus static torque over kp."""
+
+
+@dataclass
 class FeetCfg:
     """The feet, for gait, contact and friction terms. A task that reads them fails, naming the
     key, on a robot config that leaves them out."""
@@ -130,6 +142,8 @@ class RobotCfg:
     (``UNILAB_PATH``), or a path to an MJCF file."""
     keyframe: str = "stand"
     """The standing keyframe (pose and holding torques): reset state and default joint positions."""
+    stand: StandCfg | None = None
+    """That keyframe's values, written over the MJCF's at load (``None``: the MJCF's own key)."""
     torso_body: str = "???"
     """The body kept upright (orientation reward, tilt termination, tracking anchor)."""
     imu: ImuCfg = field(default_factory=ImuCfg)
@@ -337,6 +351,15 @@ def check_robot_values(robot: RobotCfg) -> None:
     that cannot stand, blamed on its keyframe). The env config's check and every model build
     (:func:`~unilab_gpu.envs.robot_model.robot_edit`: the keyframe tool, ``unilab-sim2sim``) run it."""
     physics, imu, feet = robot.physics, robot.imu, robot.feet
+    if robot.stand is not None:
+        for key in ("qpos", "ctrl"):
+            values = list(getattr(robot.stand, key))
+            _require(
+                len(values) > 0 and all(is_number(v) for v in values),
+                f"robot.stand.{key}",
+                "a list of finite numbers (scripts/stand_keyframe.py --write-config writes it)",
+                values,
+            )
     null = " (or null: the MJCF's)"
     _optional(
         physics.timestep,
