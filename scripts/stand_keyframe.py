@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         model = load_model(args.robot, args.config)
         if model.nu != model.nv - 6 or model.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE:
             raise ValueError("the robot must have a free base and one actuator per hinge (docs/robots.md)")
-        qpos = initial_pose(model, parse_pose(args.pose), args.name)
+        qpos = initial_pose(model, parse_pose(args.pose), args.name, feet=config_feet(model, args))
         config = _config_file(args) if args.write_config else None
     except (ValueError, FileNotFoundError) as error:
         raise SystemExit(f"stand_keyframe: {args.robot}: {' '.join(str(error).split())}") from None
@@ -148,6 +148,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(key_element(args.name, qpos, ctrl))
     return 0
+
+
+def config_feet(model: mujoco.MjModel, args: argparse.Namespace) -> list[int] | None:
+    """The foot geoms the robot config names (``feet.geoms`` patterns); ``None``: the MJCF's condim > 1 geoms."""
+    name = args.config if args.config is not None else (None if args.robot.endswith(".xml") else args.robot)
+    loaded = load_robot_cfg(name) if name is not None else None
+    if loaded is None or loaded[0].feet is None:
+        return None
+    patterns = list(loaded[0].feet.geoms)
+    names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) or "" for g in range(model.ngeom)]
+    return [g for g, geom in enumerate(names) if any(re.fullmatch(p, geom) for p in patterns)]
 
 
 def _config_file(args: argparse.Namespace) -> Path:

@@ -18,8 +18,12 @@ import numpy as np
 from unilab_gpu.sim.robot_contract import hold_error
 
 
-def initial_pose(model: mujoco.MjModel, pose: dict[str, float], keyframe: str = "stand") -> np.ndarray:
+def initial_pose(
+    model: mujoco.MjModel, pose: dict[str, float], keyframe: str = "stand", feet: list[int] | None = None
+) -> np.ndarray:
     """qpos with the hinges set by ``pose`` (regex -> rad) and the lowest foot sphere on the floor.
+
+    ``feet``: the foot sphere geoms (default: the robot's geoms with friction, condim > 1).
 
     Raises:
       ValueError: a pattern that matches no hinge; a robot without sphere feet (condim 3).
@@ -39,7 +43,8 @@ def initial_pose(model: mujoco.MjModel, pose: dict[str, float], keyframe: str = 
             raise ValueError(f"--pose: '{pattern}' matches no hinge joint; joints: {', '.join(hinges)}")
         for name in matched:
             qpos[hinges[name]] = angle
-    feet = [g for g in range(model.ngeom) if model.geom_condim[g] > 1 and model.geom_bodyid[g] > 0]
+    if feet is None:
+        feet = [g for g in range(model.ngeom) if model.geom_condim[g] > 1 and model.geom_bodyid[g] > 0]
     if not feet or any(model.geom_type[g] != mujoco.mjtGeom.mjGEOM_SPHERE for g in feet):
         raise ValueError(
             "the feet (the robot's geoms with friction, condim > 1) must be spheres for the tool to set them on the "
