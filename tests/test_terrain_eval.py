@@ -49,6 +49,7 @@ def test_a_standing_policy_never_falls_but_does_not_walk() -> None:
         # under each foot and the keyframe's site height.
         assert abs(row["swing_clearance_m"]) < 0.01
     assert report["overall"]["rows"] == 8
+    assert report["torque_limit_share"] == 0.0  # the keyframe's holding targets ask no motor its limit
 
 
 def test_a_zero_command_needs_no_distance_and_a_fall_fails_the_row() -> None:

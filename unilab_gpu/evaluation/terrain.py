@@ -39,6 +39,7 @@ import torch
 from omegaconf import OmegaConf
 
 from unilab_gpu.envs.make_env import load_task_cfg, make_env
+from unilab_gpu.envs.mdp.actions import TORQUE_LIMIT_SHARE
 from unilab_gpu.evaluation.policies import TrainedPolicy
 from unilab_gpu.paths import USER_PATH_ENV
 from unilab_gpu.tasks.velocity.rewards import FootClearance
@@ -204,6 +205,7 @@ def evaluate_on_terrain(
     twist = env.command_manager.get(COMMAND)
     steps = max(1, round(seconds / env.step_dt))
     obs = env.reset()
+    env.stats.clear()  # the torque demand of the evaluated steps alone
     start = env.robot.root_pos_w[:, :2].clone()
     standing = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
     walked = torch.zeros(env.num_envs, device=env.device)
@@ -280,6 +282,7 @@ def evaluate_on_terrain(
         "sub_terrains": by_type,
         "overall": _summary(per_row, np.ones(len(types), dtype=bool)),
         "by_level": by_level,
+        "torque_limit_share": env.stats.summary().get(TORQUE_LIMIT_SHARE),
     }
 
 
