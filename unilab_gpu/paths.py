@@ -99,7 +99,9 @@ def robot_asset(robot: str, file: str = "scene.xml") -> Path:
             return path
     available = sorted({p.name for robots in robot_dirs if robots.is_dir() for p in robots.iterdir() if p.is_dir()})
     raise FileNotFoundError(
-        f"robot asset '{robot}/{file}' not found at {robot_dirs[0] / robot / file}; robots: {available}"
+        f"robot asset '{robot}/{file}' not found at {robot_dirs[0] / robot / file}; robots: {available} "
+        f"(a robot of your own: put its folder under <folder>/assets/robots/ and set {USER_PATH_ENV}=<folder>, "
+        "or give the MJCF's path, e.g. --model path/to/scene.xml)"
     )
 
 
