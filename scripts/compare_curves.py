@@ -14,10 +14,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
-from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_atomic, write_json_atomic
+from unilab_gpu.utils.files import (
+    OutputPathError,
+    check_output,
+    non_regular_kind,
+    portable_paths,
+    write_atomic,
+    write_json_atomic,
+)
 
 QUARTERS = {"third quarter": (0.5, 0.75), "last quarter": (0.75, 1.0)}
 
@@ -27,17 +35,61 @@ def fail(message: str) -> SystemExit:
     return SystemExit(2)
 
 
-def read_curve(path: Path) -> list[dict]:
-    """The logging points of the learning-curve report at ``path``, or one line saying why not."""
+def read_report(path: Path) -> dict:
+    """The finished learning-curve report at ``path`` with a checked ``curve``, or one line saying why not.
+
+    The curve's ``env_steps`` must be finite, non-negative and strictly increasing, and every value
+    a finite number: a quarter mean over a NaN, or over points out of order, would be a number
+    that means nothing.
+    """
+    kind = non_regular_kind(path)
+    if kind is not None and not path.is_symlink():  # a FIFO would block the read forever
+        raise fail(f"{path} is {kind}; give a learning_curve.py report file")
     try:
-        curve = json.loads(path.read_text()).get("curve")
+        report = json.loads(path.read_text())
+        curve = report.get("curve")
     except FileNotFoundError:
         raise fail(f"{path} not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         raise fail(f"{path} is not a learning_curve.py report (JSON with a 'curve')") from None
-    if not curve:
+    if report.get("complete") is False:
+        raise fail(f"{path} is an unfinished report (stopped during {report.get('stage')}); compare finished runs")
+    if not isinstance(curve, list) or not curve:
         raise fail(f"{path} has no logging points in its 'curve'")
-    return curve
+    previous = -1.0
+    for index, point in enumerate(curve):
+        steps = point.get("env_steps") if isinstance(point, dict) else None
+        if not _finite(steps) or steps < 0 or steps <= previous:
+            raise fail(
+                f"{path}: curve[{index}] env_steps is {steps!r}; expected a finite number above the previous "
+                f"point's ({previous:g}), the steps in increasing order"
+            )
+        bad = next((key for key, value in point.items() if not _finite(value)), None)
+        if bad is not None:
+            raise fail(f"{path}: curve[{index}] {bad!r} is {point[bad]!r}; expected a finite number")
+        previous = steps
+    return report
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def read_curves(paths: list[Path]) -> dict[Path, list[dict]]:
+    """Each report's logging points (:func:`read_report`); the reports must be runs of one task."""
+    reports = {path: read_report(path) for path in paths}
+    tasks = {path: report.get("task") for path, report in reports.items()}
+    if len(set(tasks.values())) > 1:
+        first, *_ = paths
+        other = next(path for path in paths if tasks[path] != tasks[first])
+        raise fail(f"{other} is a run of task {tasks[other]!r}, {first} of {tasks[first]!r}; compare runs of one task")
+    return {path: report["curve"] for path, report in reports.items()}
+
+
+def run_names(paths: list[Path]) -> dict[Path, str]:
+    """The name of each report in the table: its file stem, or its path where two reports share a stem."""
+    stems = [path.stem for path in paths]
+    return {path: path.stem if stems.count(path.stem) == 1 else str(path) for path in paths}
 
 
 def equal_steps(curves: list[list[dict]]) -> int:
@@ -67,15 +119,16 @@ def compare(curves: dict[Path, list[dict]], metrics: list[str]) -> dict:
     """Every run's quarter means of every metric, at the env steps all runs reached.
 
     Args:
-        curves: each report's path and its logging points (:func:`read_curve`).
+        curves: each report's path and its logging points (:func:`read_curves`).
     """
     env_steps = equal_steps(list(curves.values()))
+    names = run_names(list(curves))
     runs = {}
     for path, curve in curves.items():
         missing = [metric for metric in metrics if not any(metric in point for point in curve)]
         if missing:
             raise fail(f"{path} logs no {missing[0]!r} (its curve has {sorted(set().union(*curve))})")
-        runs[path.stem] = {metric: quarter_means(curve, env_steps, metric) for metric in metrics}
+        runs[names[path]] = {metric: quarter_means(curve, env_steps, metric) for metric in metrics}
     reports = [str(path) for path in curves]
     return {"benchmark": "curve_comparison", "reports": reports, "env_steps": env_steps, "runs": runs}
 
@@ -88,6 +141,7 @@ def plot(curves: dict[Path, list[dict]], metrics: list[str], env_steps: int, out
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 3.6), squeeze=False)
+    names = run_names(list(curves))
     for path, whole in curves.items():
         curve = [point for point in whole if point["env_steps"] <= env_steps]
         for axis, metric in zip(axes[0], metrics, strict=True):
@@ -95,7 +149,7 @@ def plot(curves: dict[Path, list[dict]], metrics: list[str], env_steps: int, out
             steps = [step for step, _ in points][smooth - 1 :]
             values = [value for _, value in points]
             mean = [sum(values[i - smooth + 1 : i + 1]) / smooth for i in range(smooth - 1, len(values))]
-            axis.plot(steps, mean, label=path.stem, linewidth=1.2)
+            axis.plot(steps, mean, label=names[path], linewidth=1.2)
     for axis, metric in zip(axes[0], metrics, strict=True):
         axis.set_title(f"{metric} (mean of {smooth} points)")
         axis.set_xlabel("env steps")
@@ -120,22 +174,29 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.smooth < 1:
         raise fail(f"--smooth must be >= 1, got {args.smooth}")
+    if args.out is not None and args.plot is not None and args.out.resolve() == args.plot.resolve():
+        raise fail(f"--plot: {args.plot} is also --out; give the plot its own file")
     for option, output, example in (("--out", args.out, "compare.json"), ("--plot", args.plot, "compare.png")):
         if output is not None:
             try:
                 check_output(output, option, force=args.force, inputs=args.reports, example=example)
             except OutputPathError as error:
                 raise fail(str(error)) from None
-    curves = {path: read_curve(path) for path in args.reports}
+    curves = read_curves(args.reports)
     table = compare(curves, args.metric)
     print(f"at {table['env_steps']:,} env steps (mean over the third quarter / the last quarter)")
     for name, metrics in table["runs"].items():
         cells = [f"{metric} {' / '.join(_number(v) for v in means.values())}" for metric, means in metrics.items()]
         print(f"  {name}: {', '.join(cells)}")
-    if args.out is not None:
-        write_json_atomic(args.out, portable_paths(table))
-    if args.plot is not None:
-        plot(curves, args.metric, table["env_steps"], args.plot, args.smooth)
+    try:
+        if args.out is not None:
+            write_json_atomic(args.out, portable_paths(table))
+        if args.plot is not None:
+            plot(curves, args.metric, table["env_steps"], args.plot, args.smooth)
+    except OutputPathError as error:
+        raise fail(str(error)) from None
+    except OSError as error:
+        raise fail(f"cannot write {error.filename}: {error.strerror or error}") from None
     return table
 
 

@@ -9,7 +9,9 @@ an equilibrium, and the robot contract (``unilab_gpu.sim.robot_contract``) check
 Procedure: set the joint angles, lower the base until the lowest foot touches the floor (the feet
 are the sphere geoms with friction, ``condim`` above 1), then solve ``qacc(base height/roll/pitch,
 ctrl) = 0`` at rest by Newton's method on finite-difference Jacobians, joint angles fixed. Prints
-the ``<key>`` element to paste into the robot's MJCF, and exits with status 1 instead (the key on
+the ``<key>`` element to paste into the robot's MJCF, or with ``--write-config`` writes pose and
+targets into the robot config's ``stand:`` block (``RobotCfg.stand``: the MJCF is never edited, and
+a Menagerie update cannot drop the key), and exits with status 1 instead (the key on
 stderr, for inspection) when the solution does not hold the pose within the contract's tolerance.
 
 The model is the one training runs: the robot config's physics options and MJCF edits are applied
@@ -34,13 +36,15 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from xml.sax.saxutils import quoteattr
 
 import mujoco
 import numpy as np
 
 from unilab_gpu.envs.robot_model import load_robot_cfg, robot_edit
-from unilab_gpu.paths import robot_asset
-from unilab_gpu.sim.robot_contract import hold_error
+from unilab_gpu.paths import CONFIGS_DIR, robot_asset, robot_config_file
+from unilab_gpu.sim.stand_pose import equilibrium, holds, initial_pose
+from unilab_gpu.utils.files import write_atomic
 
 
 def load_model(robot: str, config: str | None = None) -> mujoco.MjModel:
@@ -75,106 +79,37 @@ def parse_pose(entries: list[str]) -> dict[str, float]:
     return pose
 
 
-def initial_pose(model: mujoco.MjModel, pose: dict[str, float], keyframe: str = "stand") -> np.ndarray:
-    """qpos with the hinges set by ``pose`` (regex -> rad) and the lowest foot sphere on the floor.
-
-    Raises:
-      ValueError: a pattern that matches no hinge; a robot without sphere feet (condim 3).
-    """
-    key = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, keyframe)
-    qpos = model.qpos0.copy()  # the base as the MJCF places it, upright
-    if key >= 0:
-        qpos[7:] = model.key_qpos[key, 7:]
-    hinges = {
-        model.joint(j).name: model.jnt_qposadr[j]
-        for j in range(model.njnt)
-        if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE
-    }
-    for pattern, angle in pose.items():
-        matched = [name for name in hinges if re.fullmatch(pattern, name)]
-        if not matched:
-            raise ValueError(f"--pose: '{pattern}' matches no hinge joint; joints: {', '.join(hinges)}")
-        for name in matched:
-            qpos[hinges[name]] = angle
-    feet = [g for g in range(model.ngeom) if model.geom_condim[g] > 1 and model.geom_bodyid[g] > 0]
-    if not feet or any(model.geom_type[g] != mujoco.mjtGeom.mjGEOM_SPHERE for g in feet):
-        raise ValueError(
-            "the feet (the robot's geoms with friction, condim > 1) must be spheres for the tool to set them on the "
-            "floor; give every other geom condim 1"
-        )
-    data = mujoco.MjData(model)
-    data.qpos[:] = qpos
-    mujoco.mj_kinematics(model, data)
-    qpos[2] -= min(data.geom_xpos[g, 2] - model.geom_size[g, 0] for g in feet)
-    return qpos
-
-
-def holds(model: mujoco.MjModel, qpos: np.ndarray, ctrl: np.ndarray) -> str | None:
-    """Why the robot at rest in ``qpos`` on targets ``ctrl`` does not hold (the robot contract's
-    rule, ``hold_error``); ``None`` when it holds."""
-    data = mujoco.MjData(model)
-    data.qpos[:], data.ctrl[:] = qpos, ctrl
-    mujoco.mj_forward(model, data)
-    return hold_error(model, data)
-
-
-def equilibrium(model: mujoco.MjModel, qpos: np.ndarray, ctrl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Newton on base height, roll, pitch and ctrl (3 + nu unknowns) so that qacc = 0 at rest.
-
-    Horizontal position and yaw are left out: they do not change the dynamics of a robot on a
-    flat floor, so their Jacobian columns are zero.
-    """
-    data = mujoco.MjData(model)
-
-    def pose(x: np.ndarray) -> np.ndarray:
-        q = qpos.copy()
-        q[2] = x[0]
-        rot = np.array([1.0, 0.0, 0.0, 0.0])
-        mujoco.mju_quatIntegrate(rot, np.array([x[1], x[2], 0.0]), 1.0)
-        mujoco.mju_mulQuat(q[3:7], rot, qpos[3:7])
-        return q
-
-    # Targets whose torque at rest, kp (ctrl - q), stays inside forcerange: past it the actuator
-    # saturates, its Jacobian column vanishes and Newton stalls there.
-    kp = model.actuator_gainprm[:, 0]
-    reach = np.where(model.actuator_forcelimited, np.abs(model.actuator_forcerange).min(axis=1), np.inf) / kp
-    ctrl_low, ctrl_high = qpos[7:] - 0.999 * reach, qpos[7:] + 0.999 * reach
-
-    def residual(x: np.ndarray) -> np.ndarray:
-        data.qpos[:] = pose(x)
-        data.qvel[:] = 0.0
-        data.ctrl[:] = x[3:]
-        mujoco.mj_forward(model, data)
-        return data.qacc.copy()
-
-    # Start with the feet pressed 1 mm into the floor: the contact forces exist there and vary
-    # smoothly with the unknowns (at exactly touching they switch on and off under the
-    # finite differences, and Newton can leave for nowhere).
-    x = np.concatenate([[qpos[2] - 1e-3, 0.0, 0.0], ctrl])
-    r = residual(x)
-    for _ in range(20):
-        if np.abs(r).max() < 1e-9:
-            break
-        jac = np.stack([(residual(x + 1e-6 * e) - r) / 1e-6 for e in np.eye(x.size)], axis=1)
-        step = np.linalg.lstsq(jac, r, rcond=None)[0]
-        # Backtrack while the step makes things worse: a contact that opens or closes along the
-        # way changes the Jacobian, and a full step can leave the basin.
-        for _ in range(30):
-            candidate = x - step
-            candidate[3:] = np.clip(candidate[3:], ctrl_low, ctrl_high)
-            trial = residual(candidate)
-            if np.linalg.norm(trial) < np.linalg.norm(r):
-                break
-            step = step / 2
-        x, r = candidate, trial
-    print(f"max |qacc| at rest: {np.abs(residual(x)).max():.2e}", file=sys.stderr)
-    return pose(x), x[3:]
+def _numbers(values: np.ndarray) -> list[str]:
+    return [f"{a:.8f}".rstrip("0").rstrip(".") for a in values]
 
 
 def key_element(name: str, qpos: np.ndarray, ctrl: np.ndarray) -> str:
-    """The ``<key>`` element, 8 decimals."""
-    fmt = lambda v: " ".join(f"{a:.8f}".rstrip("0").rstrip(".") for a in v)  # noqa: E731
-    return f'<key name="{name}"\n     qpos="{fmt(qpos)}"\n     ctrl="{fmt(ctrl)}"/>'
+    """The ``<key>`` element, 8 decimals (the name escaped for XML)."""
+    fmt = lambda v: " ".join(_numbers(v))  # noqa: E731
+    return f'<key name={quoteattr(name)}\n     qpos="{fmt(qpos)}"\n     ctrl="{fmt(ctrl)}"/>'
+
+
+def stand_block(qpos: np.ndarray, ctrl: np.ndarray) -> str:
+    """The robot config's ``stand:`` block (``RobotCfg.stand``), 8 decimals."""
+    return (
+        "stand:                     # pose + holding targets (scripts/stand_keyframe.py --write-config)\n"
+        f"  qpos: [{', '.join(_numbers(qpos))}]\n  ctrl: [{', '.join(_numbers(ctrl))}]\n"
+    )
+
+
+def write_stand(config: Path, qpos: np.ndarray, ctrl: np.ndarray) -> None:
+    """Put :func:`stand_block` into the robot config file ``config`` in place of its ``stand:`` block
+    (the other lines, comments included, are kept), atomically."""
+    lines = config.read_text().splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith("stand:")), None)
+    if start is not None:
+        end = start + 1
+        while end < len(lines) and (lines[end][:1] in (" ", "\t") or not lines[end].strip()):
+            end += 1
+        lines[start:end] = []
+    text = "".join(lines)
+    text = (text if text.endswith("\n") or not text else text + "\n") + stand_block(qpos, ctrl)
+    write_atomic(config, lambda file: file.write(text.encode()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,12 +118,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pose", nargs="*", default=[], metavar="REGEX=ANGLE", help="hinge angles (rad)")
     parser.add_argument("--name", default="stand", help="keyframe name (default: stand)")
     parser.add_argument("--config", default=None, help="robot config name (default: the one named ROBOT, if any)")
+    parser.add_argument(
+        "--write-config",
+        action="store_true",
+        help="write the pose and targets into the robot config's stand: block (the MJCF stays untouched)",
+    )
     args = parser.parse_args(argv)
     try:
         model = load_model(args.robot, args.config)
         if model.nu != model.nv - 6 or model.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE:
             raise ValueError("the robot must have a free base and one actuator per hinge (docs/robots.md)")
-        qpos = initial_pose(model, parse_pose(args.pose), args.name)
+        qpos = initial_pose(model, parse_pose(args.pose), args.name, feet=config_feet(model, args))
+        config = _config_file(args) if args.write_config else None
     except (ValueError, FileNotFoundError) as error:
         raise SystemExit(f"stand_keyframe: {args.robot}: {' '.join(str(error).split())}") from None
     qpos, ctrl = equilibrium(model, qpos, qpos[7:].copy())
@@ -201,8 +142,40 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    if config is not None:
+        write_stand(config, qpos, ctrl)
+        print(f"stand_keyframe: wrote the stand: block of {config} (keyframe '{args.name}')")
+        return 0
     print(key_element(args.name, qpos, ctrl))
     return 0
+
+
+def config_feet(model: mujoco.MjModel, args: argparse.Namespace) -> list[int] | None:
+    """The foot geoms the robot config names (``feet.geoms`` patterns); ``None``: the MJCF's condim > 1 geoms."""
+    name = args.config if args.config is not None else (None if args.robot.endswith(".xml") else args.robot)
+    loaded = load_robot_cfg(name) if name is not None else None
+    if loaded is None or loaded[0].feet is None:
+        return None
+    patterns = list(loaded[0].feet.geoms)
+    names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) or "" for g in range(model.ngeom)]
+    return [g for g, geom in enumerate(names) if any(re.fullmatch(p, geom) for p in patterns)]
+
+
+def _config_file(args: argparse.Namespace) -> Path:
+    """The robot config file ``--write-config`` writes: ``--config``'s, else the one named ROBOT."""
+    name = args.config if args.config is not None else (None if args.robot.endswith(".xml") else args.robot)
+    path = robot_config_file(name)
+    if path is None:
+        raise ValueError("--write-config: no robot config to write; give --config NAME (configs/robot/NAME.yaml)")
+    if path.resolve().is_relative_to(CONFIGS_DIR.resolve()):
+        raise ValueError(f"--write-config: {path} is one of the project's configs; write a robot config of your own")
+    loaded = load_robot_cfg(name)
+    if loaded is not None and loaded[0].keyframe != args.name:
+        raise ValueError(
+            f"--write-config: {path} names keyframe '{loaded[0].keyframe}', not '{args.name}'; give --name "
+            f"{loaded[0].keyframe} (the stand: block is written as the config's keyframe)"
+        )
+    return path
 
 
 if __name__ == "__main__":

@@ -89,3 +89,8 @@ class FailAtFrame:
 
     def __call__(self, env) -> torch.Tensor:
         return self.rows & (self.command.frame == self.frame)
+
+
+def never_moves(env) -> torch.Tensor:
+    """An observation term that reads 0 every step, as a gyro welded to the world body does."""
+    return env.sim.state.qvel[:, :1] * 0.0

@@ -78,3 +78,62 @@ def menagerie_style_go2(key: str = "") -> dict[str, str]:
     scene = re.sub(r"<option .*?/>", MENAGERIE_OPTION, robot_asset("go2").read_text(), flags=re.S)
     assert MENAGERIE_OPTION in scene and 'condim="6"' in robot and "<gyro" not in robot
     return {"scene.xml": scene, "go2.xml": robot}
+
+
+QUAD_STAND = {"hip": 0.0, "thigh": 0.9, "calf": -1.8}
+"""The standing joint angles of :func:`menagerie_like_quad_xml` (rad), those of its ``home`` key."""
+
+
+def menagerie_like_quad_xml() -> str:
+    """A small 12-DoF quadruped written as MuJoCo Menagerie writes its robots, which differ from the
+    project's in the ways that matter to a robot config: position actuators with ``kp`` and no
+    ``kv``, joint ``damping`` and ``frictionloss``, a ``home`` key whose ``ctrl`` is the pose itself
+    (it holds nothing against gravity), foot geoms and sites of the same bare names
+    (``FL``/``FR``/``RL``/``RR``), condim-3 collisions with condim-6 feet, an ``imu`` site without
+    sensors, a 2 ms timestep. Written by the tests; no Menagerie file is copied."""
+    legs, actuators, angles = "", "", []
+    for leg, x, y in (("FL", 0.19, 0.05), ("FR", 0.19, -0.05), ("RL", -0.19, 0.05), ("RR", -0.19, -0.05)):
+        legs += f"""
+      <body name="{leg}_hip" pos="{x} {y} 0">
+        <joint name="{leg}_hip_joint" axis="1 0 0" range="-0.8 0.8"/>
+        <geom type="cylinder" size="0.03 0.02" euler="1.5708 0 0" mass="0.6"/>
+        <body name="{leg}_thigh" pos="0 {0.08 if y > 0 else -0.08} 0">
+          <joint name="{leg}_thigh_joint" axis="0 1 0" range="-1.5 3.4"/>
+          <geom type="capsule" fromto="0 0 0 0 0 -0.2" size="0.02" mass="1.0"/>
+          <body name="{leg}_calf" pos="0 0 -0.2">
+            <joint name="{leg}_calf_joint" axis="0 1 0" range="-2.7 -0.9"/>
+            <geom type="capsule" fromto="0 0 0 0 0 -0.2" size="0.012" mass="0.2"/>
+            <geom name="{leg}" class="foot" pos="0 0 -0.2"/>
+            <site name="{leg}" pos="0 0 -0.2"/>
+          </body>
+        </body>
+      </body>"""
+        for joint in ("hip", "thigh", "calf"):
+            actuators += (
+                f'\n    <position name="{leg}_{joint}" joint="{leg}_{joint}_joint" kp="100" forcerange="-23.7 23.7"/>'
+            )
+            angles.append(QUAD_STAND[joint])
+    pose = " ".join(f"{a:g}" for a in angles)
+    return f"""<mujoco model="menagerie_like_quad">
+  <compiler angle="radian"/>
+  <option timestep="0.002" cone="elliptic" impratio="100"/>
+  <default>
+    <geom condim="3" contype="1" conaffinity="1"/>
+    <joint damping="1" frictionloss="0.2" armature="0.01"/>
+    <default class="foot"><geom type="sphere" size="0.02" condim="6" friction="0.8 0.02 0.01" mass="0.05"/></default>
+  </default>
+  <worldbody>
+    <geom name="floor" type="plane" size="0 0 0.05"/>
+    <body name="trunk" pos="0 0 0.4">
+      <freejoint/>
+      <geom type="box" size="0.19 0.05 0.05" mass="6"/>
+      <site name="imu"/>{legs}
+    </body>
+  </worldbody>
+  <actuator>{actuators}
+  </actuator>
+  <keyframe>
+    <key name="home" qpos="0 0 0.3 1 0 0 0 {pose}" ctrl="{pose}"/>
+  </keyframe>
+</mujoco>
+"""

@@ -152,3 +152,30 @@ def test_bad_joint_position_params_are_named(params: list[str], message: str) ->
     joint_position = ["actions.func=unilab_gpu.envs.mdp.actions.JointPositionAction"]
     with pytest.raises(ValueError, match=message):
         make_env("pendulum", num_envs=1, compile=False, announce=False, overrides=[*joint_position, *params])
+
+
+def test_the_share_of_torque_demand_at_the_motor_limit_is_mujocos() -> None:
+    """Torque demand (issue 60): ``actions/torque_limit_share`` is the share of actuators whose PD
+    torque at the step's new targets reaches the force limit, as MuJoCo C clamps it (mj_forward at
+    the step's starting state with the step's ctrl: ``actuator_force`` at +-forcerange)."""
+    import mujoco
+
+    env = make_env("go2_velocity", num_envs=3, device="cpu", compile=False, announce=False)
+    env.reset()
+    env.stats.clear()
+    generator = torch.Generator().manual_seed(0)
+    action = torch.randn(3, env.action_dim, generator=generator) * 3.0  # some past the limit, some not
+    qpos, qvel = env.sim.state.qpos.clone().numpy(), env.sim.state.qvel.clone().numpy()
+    env.step(action)
+    ctrl = env.sim.state.ctrl.clone().numpy()
+    model = env.sim.mj_model
+    data = mujoco.MjData(model)
+    at_limit = []
+    for row in range(3):
+        data.qpos[:], data.qvel[:], data.ctrl[:] = qpos[row], qvel[row], ctrl[row]
+        mujoco.mj_forward(model, data)
+        effort = np.abs(model.actuator_forcerange).min(axis=1)
+        at_limit.append(np.abs(data.actuator_force) >= effort * (1 - 1e-5))
+    expected = float(np.mean(at_limit))
+    assert 0.0 < expected < 1.0
+    assert env.stats.summary()["actions/torque_limit_share"] == pytest.approx(expected, abs=1e-6)

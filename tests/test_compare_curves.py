@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from script_helpers import load_script
@@ -69,3 +72,73 @@ def test_bad_reports_are_one_line(tmp_path, capsys) -> None:
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, err
     assert not_json.read_bytes() == b"\x93NUMPY"
+
+
+def test_two_reports_with_one_stem_are_both_kept(tmp_path, capsys) -> None:
+    cc = load_script("compare_curves")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    base = _report(tmp_path / "a" / "run.json", [{"env_steps": s, "level": 1.0} for s in range(100, 900, 100)])
+    lever = _report(tmp_path / "b" / "run.json", [{"env_steps": s, "level": 3.0} for s in range(100, 900, 100)])
+    table = cc.main([str(base), str(lever), "--metric", "level"])
+    assert table["runs"] == {
+        str(base): {"level": {"third quarter": 1.0, "last quarter": 1.0}},
+        str(lever): {"level": {"third quarter": 3.0, "last quarter": 3.0}},
+    }
+    out = capsys.readouterr().out
+    assert f"{base}: level 1.000" in out and f"{lever}: level 3.000" in out
+
+
+def test_a_shared_out_and_plot_is_refused(tmp_path, capsys) -> None:
+    cc = load_script("compare_curves")
+    good = _report(tmp_path / "good.json", [{"env_steps": 100, "level": 1.0}])
+    shared = tmp_path / "x"
+    with pytest.raises(SystemExit) as stop:
+        cc.main([str(good), "--metric", "level", "--out", str(shared), "--plot", str(shared)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is also --out" in err
+    assert not shared.exists()
+
+
+def test_nonsense_curves_are_refused_in_one_line(tmp_path, capsys) -> None:
+    """The poor-answer class "nonsense accepted": NaN, unsorted, negative steps, unfinished, other task."""
+    cc = load_script("compare_curves")
+
+    def report(name: str, points: list[dict], **extra) -> str:
+        path = tmp_path / name
+        path.write_text(json.dumps({"benchmark": "learning_curve", "task": "t", "curve": points, **extra}))
+        return str(path)
+
+    good = report("good.json", [{"env_steps": 100, "level": 1.0}])
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    cases = {
+        report("nan.json", [{"env_steps": 100, "level": float("nan")}]): "'level' is nan; expected a finite number",
+        report("unsorted.json", [{"env_steps": 200}, {"env_steps": 100}]): "curve[1] env_steps is 100",
+        report("negative.json", [{"env_steps": -5}]): "curve[0] env_steps is -5",
+        report("text.json", [{"env_steps": "100"}]): "curve[0] env_steps is '100'",
+        report("partial.json", [{"env_steps": 100}], complete=False, stage="training"): "unfinished report",
+        report("other.json", [{"env_steps": 100}], task="g1"): "other.json is a run of task 'g1'",
+        report("list.json", [5]): "curve[0] env_steps is None",
+        str(fifo): "is a FIFO",
+    }
+    for path, message in cases.items():
+        with pytest.raises(SystemExit) as stop:
+            cc.main([good, path, "--metric", "level"])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+
+
+def test_a_full_disk_is_one_line(tmp_path, capsys) -> None:
+    cc = load_script("compare_curves")
+    good = _report(tmp_path / "good.json", [{"env_steps": 100, "level": 1.0}])
+    full = tmp_path / "full"
+    full.mkdir()
+    with pytest.raises(SystemExit) as stop, mock.patch("os.fsync", side_effect=OSError(errno.ENOSPC, "No space")):
+        cc.main([str(good), "--metric", "level", "--out", str(full / "t.json")])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot write" in err and "No space" in err
+    assert list(full.iterdir()) == []

@@ -243,3 +243,74 @@ def test_sim2sim_report_names_the_checkout_s_files_relative_to_it(tmp_path) -> N
     report = json.loads(out.read_text())
     assert report["policy"] == "docs/policies/go2_velocity_sac.onnx"
     assert report["mjcf"] == "assets/robots/go2/scene.xml"
+
+
+def test_an_exclusive_write_keeps_a_file_that_appeared_meanwhile(tmp_path):
+    path = tmp_path / "report.json"
+
+    def other_run_finishes_first(file):
+        file.write(b"mine")
+        path.write_bytes(b"theirs")  # another run's rename lands while this one writes
+
+    with pytest.raises(files.OutputExistsError, match="was written by another run meanwhile; it is kept"):
+        write_atomic(path, other_run_finishes_first, exclusive=True)
+    assert path.read_bytes() == b"theirs" and sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+    write_atomic(tmp_path / "new.json", lambda file: file.write(b"new"), exclusive=True)
+    assert (tmp_path / "new.json").read_bytes() == b"new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.json", "report.json"]  # no temporary file left
+
+
+def _another_run_writes(path: Path, monkeypatch, module, name: str) -> None:
+    """``module.name`` (called after the output check, before the write) first writes ``path`` as a
+    concurrent run with the same ``--out`` would."""
+    real = getattr(module, name)
+
+    def meanwhile(*args, **kwargs):
+        path.write_text("the other run's report")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, meanwhile)
+
+
+def test_concurrent_sim2sim_and_eval_runs_never_replace_each_others_out(tmp_path, capsys, monkeypatch) -> None:
+    pytest.importorskip("onnxruntime")
+    from unilab_gpu.cli import eval as eval_cli
+    from unilab_gpu.cli import sim2sim as sim2sim_cli
+
+    policy = REPO_ROOT / "docs" / "policies" / "go2_velocity_sac.onnx"
+    out = tmp_path / "nf.json"
+    _another_run_writes(out, monkeypatch, sim2sim_cli, "_print")
+    assert sim2sim_cli.main([str(policy), "--command", "0.5,0,0", "--seconds", "0.1", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out: " in err and "written by another run meanwhile" in err, err
+    assert out.read_text() == "the other run's report"
+    out.unlink()
+    _another_run_writes(out, monkeypatch, eval_cli, "machine_info")
+    argv = ["--onnx", str(policy), "--terrain", "slopes_stairs_eval", "--seconds", "0.1", "--rows-per-column", "1"]
+    assert eval_cli.main([*argv, "--device", "cpu", "--out", str(out)]) == 1
+    err = capsys.readouterr().err  # the progress bar's line, then the error's
+    assert "Traceback" not in err and "written by another run meanwhile" in err.splitlines()[-1], err
+    assert out.read_text() == "the other run's report"
+    # --force: the report replaces the file, as asked
+    assert eval_cli.main([*argv, "--device", "cpu", "--out", str(out), "--force"]) == 0
+    assert json.loads(out.read_text())["benchmark"] == "terrain_evaluation"
+
+
+def test_a_second_export_to_one_out_fails_in_one_line(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("onnx")
+    from test_cli_train import TINY
+
+    from unilab_gpu.cli.export import main as export_main
+    from unilab_gpu.cli.train import main
+    from unilab_gpu.export import export_run
+
+    run_dir = tmp_path / "run"
+    assert main([*TINY, "total_env_steps=8", f"run_dir={run_dir}", "export_onnx=false"]) == 0
+    out = tmp_path / "policy.onnx"
+    capsys.readouterr()
+    _another_run_writes(out, monkeypatch, export_run, "deployment_metadata")
+    assert export_main([str(run_dir), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "written by another run meanwhile" in err, err
+    assert out.read_text() == "the other run's report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy.onnx", "run"]

@@ -67,6 +67,7 @@ def test_another_robot_leaves_nothing_of_the_g1(user_folder, task: str, override
     assert cfg.rewards["pose"].params["weights"] == BIPED["pose_weights"]
     robot = dataclasses.asdict(cfg.robot)
     assert robot.pop("keyframe") == "stand" and robot.pop("tracking") is None and robot.pop("mirror_name_pairs") is None
+    assert robot.pop("stand") is None  # the MJCF's own key
     assert robot.pop("physics") == dict.fromkeys(("timestep", "iterations", "ls_iterations", "cone", "impratio"))
     assert robot["imu"].pop("site") is robot["imu"].pop("body") is None and robot["imu"].pop("pos") == [0.0] * 3
     assert robot["feet"].pop("condim") is robot["feet"].pop("friction") is None  # the MJCF edits' defaults: none
@@ -83,6 +84,7 @@ def test_the_g1_tasks_read_the_g1_robot_config() -> None:
     for task in ("g1_velocity", "g1_stand", "g1_tracking", "g1_velocity_play", "g1_tracking_play"):
         robot = dataclasses.asdict(load_task_cfg(task).robot)
         assert not any(robot.pop("physics").values())  # the G1 runs its MJCF's options
+        assert robot.pop("stand") is None  # the MJCF's own key
         assert [robot["imu"].pop(k) for k in ("site", "body", "pos")] == [None, None, [0.0] * 3]
         assert [robot["feet"].pop(k) for k in ("condim", "friction")] == [None, None]
         assert robot == g1, task

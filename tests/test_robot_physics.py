@@ -131,7 +131,7 @@ def test_an_edit_the_mjcf_cannot_take_names_the_key(changes: dict, message: str)
             "physics.timestep: 0.005",
         ),
         (["robot.physics.cone=conic"], "'robot.physics.cone' must be one of pyramidal, elliptic (or null)"),
-        (["robot.physics.iterations=0"], "'robot.physics.iterations' must be an integer >= 1"),
+        (["robot.physics.iterations=0"], "'robot.physics.iterations' must be an integer in [1, 10,000]"),
         (["control_dt=-0.02"], "'control_dt' must be a finite number > 0 (s), got -0.02"),
     ],
 )
@@ -192,3 +192,52 @@ def test_solver_caps_are_counted_into_the_stats_and_not_printed(capfd) -> None:
     assert "iterations limit reached" not in printed.out + printed.err
     line = Progress.describe({"env/solver_iteration_limits": 8.0, "env/line_search_limits": 0.0})
     assert line == "health: 8 row-steps at the solver's iteration cap (robot config physics.iterations)"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"physics": PhysicsCfg(iterations=2**31)}, "'robot.physics.iterations' must be an integer in [1, 10,000]"),
+        ({"physics": PhysicsCfg(timestep=1.0)}, "'robot.physics.timestep' must be in (0, 0.05] s"),
+        ({"physics": PhysicsCfg(impratio=1e9)}, "'robot.physics.impratio' must be in (0, 1000]"),
+        ({"physics": PhysicsCfg(impratio=float("nan"))}, "'robot.physics.impratio' must be in (0, 1000]"),
+        (
+            {"imu": ImuCfg(gyro="g", velocimeter="v", site="s", body="torso", pos=[0.0, 0.0, float("nan")])},
+            "'robot.imu.pos' must be three finite numbers within +-10 m",
+        ),
+        ({"imu": ImuCfg(gyro="g", velocimeter="v", site="s", body="torso", pos=[1e9, 0, 0])}, "'robot.imu.pos'"),
+        ({"imu": ImuCfg(gyro="g", velocimeter="v", site="s", body="world")}, "'robot.imu.body' must be a body of the"),
+        (
+            {"feet": FeetCfg(sites=[], bodies=[], geoms=[".*_heel"], swing_height=0.05, friction=[-1.0, 0.0, 0.0])},
+            "'robot.feet.friction' must be [sliding, torsional, rolling]: three finite numbers >= 0",
+        ),
+        (
+            {"feet": FeetCfg(sites=[], bodies=[], geoms=[".*_heel"], swing_height=0.05, friction=[1.0, 0.1])},
+            "'robot.feet.friction' must be",
+        ),
+        (
+            {"feet": FeetCfg(sites=[], bodies=[], geoms=[".*_heel"], swing_height=0.05, condim=5)},
+            "'robot.feet.condim' must be one of 1, 3, 4, 6",
+        ),
+    ],
+)
+def test_values_no_robot_has_are_refused_before_mujoco_meets_them(changes: dict, message: str) -> None:
+    """The poor-answer classes "nonsense accepted", "tracebacks" and "misleading" of the robot
+    config: a pybind TypeError (iterations >= 2**31, a friction of two numbers), a negative friction,
+    NaN or 1e9 m IMU positions, an IMU on the world body, and a condim MuJoCo would blame on the
+    untouched scene file are one line naming the robot config's key, for every model build."""
+    with pytest.raises(ValueError) as error:
+        _edited(biped_xml(), _biped(**changes))
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_an_imu_site_on_the_world_body_is_refused(tmp_path) -> None:
+    """An MJCF whose IMU site (and its sensors) sits on the world body reads 0 every step: refused."""
+    from unilab_gpu.envs.robot_check import check_robot
+
+    xml = biped_xml().replace("<worldbody>", '<worldbody><site name="fixed_imu"/>', 1)
+    robot = _biped(imu=ImuCfg(gyro="world_gyro", velocimeter="world_vel", site="fixed_imu"))
+    model = _edited(xml, robot)
+    with pytest.raises(ValueError, match="sensor 'world_gyro' of scene.xml sits on the world body") as error:
+        check_robot(robot, model, "biped.yaml", "scene.xml")
+    assert "\n" not in str(error.value)

@@ -1,8 +1,8 @@
 """docs/robots.md, "Adding a robot", executed: a robot whose MJCF comes as MuJoCo Menagerie ships
 its quadrupeds (tests/robot_models.py: the project's Go2 rewritten with a 2 ms timestep, an
 elliptic cone with impratio 100, condim-6 feet, an IMU site without sensors and no keyframe) is
-added exactly as the page says, its MJCF never edited by hand (only the keyframe tool's key is
-pasted in). The robot config and the task files are the page's YAML blocks, written where their
+added exactly as the page says, its MJCF never edited (the keyframe tool writes the standing
+pose into the robot config). The robot config and the task files are the page's YAML blocks, written where their
 first line says; the commands are the page's last block, run in order (with a tiny training budget
 and short rollouts appended). If the recipe drifts from the code, this fails."""
 
@@ -72,7 +72,7 @@ def test_the_recipe_adds_a_menagerie_robot_that_trains_exports_and_runs_in_mujoc
     robot = folder / "assets" / "robots" / "quad"
     robot.mkdir(parents=True)
 
-    def write_mjcf(key: str = "") -> None:  # the MJCF as downloaded, without a keyframe until the tool's
+    def write_mjcf(key: str = "") -> None:  # the MJCF as downloaded, without a keyframe
         for name, text in menagerie_style_go2(key).items():
             (robot / name).write_text(text)
 
@@ -91,13 +91,13 @@ def test_the_recipe_adds_a_menagerie_robot_that_trains_exports_and_runs_in_mujoc
             monkeypatch.setenv(USER_PATH_ENV, str(folder))
         elif name == "python":
             assert args[0] == "scripts/stand_keyframe.py"
-            tool = subprocess.run(
+            assert "--write-config" in args  # the key goes into the robot config, never the MJCF
+            subprocess.run(
                 [sys.executable, str(SCRIPTS / "stand_keyframe.py"), *args[1:]],
                 capture_output=True,
                 text=True,
                 check=True,
             )
-            write_mjcf(tool.stdout)  # pasted into <keyframe>
         elif name == "unilab-train":
             assert train_main([*args, *TINY_TRAINING]) == 0
         elif name == "unilab-play":
@@ -124,6 +124,7 @@ def test_the_recipe_adds_a_menagerie_robot_that_trains_exports_and_runs_in_mujoc
         ran.append(name)
     assert ran == ["export", "python", "unilab-train", "unilab-play", "unilab-export", "unilab-sim2sim"]
     assert MENAGERIE_OPTION in (robot / "scene.xml").read_text()  # the MJCF's own options, untouched
+    assert {name: (robot / name).read_text() for name in ("scene.xml", "go2.xml")} == menagerie_style_go2()
     # The env built the robot the config describes: its options, the added IMU, condim-3 feet.
     env = make_env("quad_velocity", num_envs=2, compile=False, announce=False)
     model = env.sim.mj_model

@@ -49,6 +49,7 @@ def test_a_standing_policy_never_falls_but_does_not_walk() -> None:
         # under each foot and the keyframe's site height.
         assert abs(row["swing_clearance_m"]) < 0.01
     assert report["overall"]["rows"] == 8
+    assert report["torque_limit_share"] == 0.0  # the keyframe's holding targets ask no motor its limit
 
 
 def test_a_zero_command_needs_no_distance_and_a_fall_fails_the_row() -> None:
@@ -169,3 +170,75 @@ def test_the_training_terrain_overrides_give_way_to_the_evaluation_terrain() -> 
     assert cfg.terrain.curriculum is None and cfg.terrain.num_cols == load_task_cfg(
         "go2_velocity_rough", ["terrain=slopes_stairs_eval"]
     ).terrain.num_cols
+
+
+TWO_LEVELS = """\
+terrain:
+  seed: 0
+  num_levels: 2
+  num_cols: 1
+  sub_terrain_size: [4.0, 4.0]
+  horizontal_scale: 0.1
+  border_width: 1.0
+  max_initial_level: 0
+  curriculum: null
+  sub_terrains:
+    stairs_up: {func: unilab_gpu.terrain.sub_terrains.pyramid_stairs, proportion: 1.0,
+                params: {step_height_range: [0.0, 0.4], step_width: 0.3, platform_width: 1.0, inverted: true}}
+"""
+
+
+def test_every_level_is_evaluated_and_named(tmp_path, capsys) -> None:
+    """A 2-level file, 0 cm stairs at level 0 and 40 cm at level 1 (a pit with a 1 m floor, whose
+    risers a Go2 cannot climb): every level is walked by default, each named in the report and the
+    table; the committed flat-ground policy covers the 1 m asked of it on level 0, not on level 1."""
+    terrain = tmp_path / "two_levels.yaml"
+    terrain.write_text(TWO_LEVELS)
+    onnx = Path(__file__).resolve().parents[1] / "docs" / "policies" / "go2_velocity_sac.onnx"
+    out = tmp_path / "eval.json"
+    argv = ["--onnx", str(onnx), "--terrain", str(terrain), "--seconds", "4", "--rows-per-column", "2"]
+    assert main([*argv, "--device", "cpu", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["levels"] == [0, 1] and report["num_levels"] == 2
+    level0, level1 = report["by_level"]["0"]["overall"], report["by_level"]["1"]["overall"]
+    assert level0["rows"] == 2 and level1["rows"] == 2 and report["overall"]["rows"] == 4
+    assert level0["success_rate"] == 1.0 and level1["success_rate"] < 1.0  # before: 100 %, level 0 alone
+    assert level1["distance_m"] < level0["distance_m"]
+    assert report["overall"]["success_rate"] == pytest.approx((level0["success_rate"] + level1["success_rate"]) / 2)
+    printed = capsys.readouterr().out
+    assert "levels 0, 1 of the terrain's 0 to 1" in printed
+    assert "level 0 stairs_up" in printed and "level 1 stairs_up" in printed and "all levels overall" in printed
+    # One level asked for: that level alone.
+    argv[argv.index("4")] = "0.1"
+    assert main([*argv, "--terrain-level", "1", "--device", "cpu", "--out", str(tmp_path / "one.json")]) == 0
+    one = json.loads((tmp_path / "one.json").read_text())
+    assert one["levels"] == [1] and list(one["by_level"]) == ["1"] and one["overall"]["rows"] == 2
+    assert main([*argv, "--terrain-level", "2", "--device", "cpu"]) == 2
+    assert "--terrain-level 2: terrain" in capsys.readouterr().err
+
+
+def test_nonsense_and_unused_options_are_refused_in_one_line(capsys) -> None:
+    """The poor-answer classes "nonsense accepted" and "misleading" of unilab-eval: an absurd
+    command, tracking options with --terrain, a row count past any env, a velocity policy without
+    --terrain."""
+    onnx = str(Path(__file__).resolve().parents[1] / "docs" / "policies" / "go2_velocity_sac.onnx")
+    walk = ["--onnx", onnx, "--terrain", "slopes_stairs_eval", "--device", "cpu"]
+    cases = {
+        (*walk, "--command", "1e30", "0", "0"): "--command: each of v_x v_y omega_z within +-10",
+        (*walk, "--command", "nan", "0", "0"): "--command: each of v_x v_y omega_z within +-10",
+        (*walk, "--trials", "8"): "--trials has no effect in a terrain evaluation (--terrain)",
+        (*walk, "--motion", "clip.npz"): "--motion has no effect in a terrain evaluation",
+        ("--onnx", onnx, "--terrain-level", "1"): "--terrain-level has no effect in a tracking evaluation",
+    }
+    for argv, message in cases.items():
+        with pytest.raises(SystemExit) as stop:
+            main(list(argv))
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert message in err.splitlines()[-1], err
+    assert main([*walk, "--rows-per-column", "100000000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--rows-per-column 100000000: 4 columns x 1 levels make 400,000,000 rows" in err and "\n" not in err
+    assert main(["--onnx", onnx, "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is a velocity policy (task go2_velocity)" in err and "--terrain slopes_stairs_eval" in err, err

@@ -65,6 +65,18 @@ def group_config_file(group: str, name: str) -> Path | None:
     return None
 
 
+def shadowed_configs() -> list[Path]:
+    """The ``UNILAB_PATH`` configs (``<folder>/configs/<group>/<name>.yaml``) that an earlier config
+    root's file of the same group and name hides: Hydra and :func:`group_config_file` read the first."""
+    roots = config_roots()
+    hidden = []
+    for index, root in enumerate(roots[1:], start=1):
+        for path in sorted(root.glob("*/*.yaml")):
+            if any((earlier / path.parent.name / path.name).is_file() for earlier in roots[:index]):
+                hidden.append(path)
+    return hidden
+
+
 def group_choices(group: str) -> list[str]:
     """The names of every ``<root>/<group>/<name>.yaml`` of the config roots, sorted."""
     return sorted({path.stem for root in config_roots() for path in (root / group).glob("*.yaml")})
@@ -87,7 +99,9 @@ def robot_asset(robot: str, file: str = "scene.xml") -> Path:
             return path
     available = sorted({p.name for robots in robot_dirs if robots.is_dir() for p in robots.iterdir() if p.is_dir()})
     raise FileNotFoundError(
-        f"robot asset '{robot}/{file}' not found at {robot_dirs[0] / robot / file}; robots: {available}"
+        f"robot asset '{robot}/{file}' not found at {robot_dirs[0] / robot / file}; robots: {available} "
+        f"(a robot of your own: put its folder under <folder>/assets/robots/ and set {USER_PATH_ENV}=<folder>, "
+        "or give the MJCF's path, e.g. --model path/to/scene.xml)"
     )
 
 

@@ -5,6 +5,7 @@ Usage::
     unilab-eval RUN_DIR_OR_CHECKPOINT [--trials N] [--motion FILE ...] [--out report.json] [--force]
     unilab-eval --onnx policy.onnx [...]      # an exported policy (unilab-export), via onnxruntime
     unilab-eval RUN --terrain slopes_stairs_eval|FILE.yaml [--command 0.5 0 0] [--seconds 10] [--rows-per-column 16]
+                    [--terrain-level L ...]
 
 Two sets of ``--trials`` trials (default 1024 on a GPU, 64 on a CPU): from frame 0 of each clip,
 and from frames spread evenly over each clip, on the training task without observation noise,
@@ -20,8 +21,9 @@ before the first step, or in a tracking evaluation, nothing is written.
 
 With ``--terrain NAME`` (or a YAML file, as ``unilab-sim2sim --terrain`` takes) a velocity policy
 walks ``--seconds`` at ``--command`` on each sub-terrain of ``configs/terrain/NAME.yaml``,
-``--rows-per-column`` rows each, without noise, pushes or randomized robot properties; reported per
-sub-terrain type: the share of rows that did not fall, how far they got, and their velocity errors
+``--rows-per-column`` rows each on every level of the terrain (or the ``--terrain-level`` levels
+given), without noise, pushes or randomized robot properties; reported per level and sub-terrain
+type: the share of rows that did not fall, how far they got, and their velocity errors
 (:mod:`unilab_gpu.evaluation.terrain`).
 """
 
@@ -33,7 +35,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from unilab_gpu.envs.make_env import load_task_cfg
 from unilab_gpu.evaluation.policies import load_policy
+from unilab_gpu.evaluation.terrain import COMMAND as VELOCITY_COMMAND
 from unilab_gpu.evaluation.terrain import evaluate_on_terrain
 from unilab_gpu.evaluation.tracking import SETS, evaluate_policy
 from unilab_gpu.paths import terrain_file
@@ -41,7 +45,7 @@ from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.checkpoint import CheckpointError, resolve_checkpoint
 from unilab_gpu.sim.device import resolve_device
 from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
-from unilab_gpu.utils.files import check_output, portable_paths, write_json_atomic
+from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_error, write_json_atomic
 
 DEFAULT_TRIALS = {"cuda": 1024, "cpu": 64}
 """Trials per set by device type."""
@@ -51,6 +55,9 @@ MAX_TRIALS = 1 << 16
 
 MAX_SEED = (1 << 63) - 1
 """Largest ``--seed`` (torch's generators take 64-bit seeds)."""
+
+MAX_COMMAND = 10.0
+"""Largest ``|--command|`` component (m/s, rad/s): ten times a legged robot's walking speed."""
 
 MAX_SECONDS = 3600.0
 """Longest ``--seconds`` of the terrain evaluation: an hour of walking per row."""
@@ -83,7 +90,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--command", type=float, nargs=3, default=[0.5, 0.0, 0.0], metavar=("VX", "VY", "WZ"))
     parser.add_argument("--seconds", type=float, default=10.0, help="terrain evaluation: seconds each row walks")
-    parser.add_argument("--rows-per-column", type=int, default=16, help="terrain evaluation: rows per sub-terrain")
+    parser.add_argument(
+        "--rows-per-column", type=int, default=16, help="terrain evaluation: rows per sub-terrain and level"
+    )
+    parser.add_argument(
+        "--terrain-level",
+        type=int,
+        action="append",
+        default=None,
+        metavar="L",
+        help="terrain evaluation: evaluate this level (repeatable; default: every level of the terrain)",
+    )
     parser.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     parser.add_argument("--seed", type=int, default=0, help="seeds the env (startup randomization)")
     parser.add_argument("--out", default=None, help="write the report as JSON")
@@ -98,6 +115,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--seed must be a whole number in [0, 2**63 - 1], got {args.seed}")
     if not 0 < args.seconds <= MAX_SECONDS:  # NaN fails too
         parser.error(f"--seconds must be in (0, {MAX_SECONDS:g}] s (seconds each row walks), got {args.seconds:g}")
+    if not all(abs(c) <= MAX_COMMAND for c in args.command):  # NaN fails too
+        parser.error(f"--command: each of v_x v_y omega_z within +-{MAX_COMMAND:g}, got {args.command}")
+    if args.rows_per_column < 1:
+        parser.error(f"--rows-per-column must be >= 1, got {args.rows_per_column}")
+    terrain_only = {"--seconds": args.seconds != 10.0, "--terrain-level": args.terrain_level is not None}
+    tracking_only = {"--trials": args.trials is not None, "--motion": bool(args.motion)}
+    unused = [name for name, given in (tracking_only if args.terrain else terrain_only).items() if given]
+    if unused:
+        mode = "a terrain evaluation (--terrain)" if args.terrain else "a tracking evaluation (no --terrain)"
+        parser.error(f"{unused[0]} has no effect in {mode}; leave it out")
     try:
         if args.out is not None:  # checked before anything is built
             check_output(args.out, "--out", force=args.force, inputs=_inputs(args), example="eval.json")
@@ -105,6 +132,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         device = str(resolve_device(args.device))
         if args.terrain is not None:
             return _terrain(args, argv, trained, device)
+        if load_task_cfg(trained.task, trained.env_overrides).commands.get(VELOCITY_COMMAND) is not None:
+            raise ValueError(
+                f"{trained.source} is a velocity policy (task {trained.task}), which has no clips to track; "
+                "walk it on a terrain: unilab-eval ... --terrain slopes_stairs_eval"
+            )
         trials = args.trials or DEFAULT_TRIALS["cuda" if device.startswith("cuda") else "cpu"]
         print(f"unilab-eval: {trained.task} / {trained.source}: 2 x {trials} trials on {device}", flush=True)
         report = evaluate_policy(trained, trials, device, args.motion, args.seed, progress=True, verbose=args.verbose)
@@ -117,10 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["command"] = "unilab-eval " + shlex.join(argv)
     report["machine"] = machine_info(device)
     _print(report)
-    if args.out is not None:
-        write_json_atomic(args.out, portable_paths(report))  # a committed report names no path of this machine
-        print(f"report: {args.out}")
-    return 0
+    return _write(args, report) or 0
 
 
 def _inputs(args: argparse.Namespace) -> list[str]:
@@ -147,28 +176,56 @@ def _terrain(args: argparse.Namespace, argv: list[str], trained, device: str) ->
         args.seed,
         progress=True,
         verbose=args.verbose,
+        levels=args.terrain_level,
     )
     report["command_line"] = "unilab-eval " + shlex.join(argv)
     report["machine"] = machine_info(device)
     print(f"  command {report['command']}, {report['seconds']:.0f} s, {report['rows_per_column']} rows per column")
     print(f"  success: no fall and at least {report['required_distance_m']:.2f} m from the start")
+    levels = report["levels"]
+    print(f"  levels {', '.join(map(str, levels))} of the terrain's 0 to {report['num_levels'] - 1}")
     print(
-        f"  {'':<20}{'rows':>6}{'success':>9}{'no fall':>9}{'distance m':>12}{'v_xy err m/s':>14}{'yaw err rad/s':>15}"
+        f"  {'':<32}{'rows':>6}{'success':>9}{'no fall':>9}{'distance m':>12}{'v_xy err m/s':>14}{'yaw err rad/s':>15}"
         f"{'swing cm':>10}"
     )
-    for name, row in [*report["sub_terrains"].items(), ("overall", report["overall"])]:
-        print(
-            f"  {name:<20}{row['rows']:>6}{row['success_rate']:>9.1%}{row['no_fall_rate']:>9.1%}"
-            f"{row['distance_m']:>12.2f}{row['lin_vel_error_mps']:>14.3f}{row['yaw_rate_error_radps']:>15.3f}"
-            f"{_centimetres(row.get('swing_clearance_m')):>10}"
-        )
-    if args.out is not None:
-        write_json_atomic(args.out, portable_paths(report))
-        print(f"report: {args.out}")
+    tables = [(f"level {level} ", report["by_level"][str(level)]) for level in levels]
+    if len(levels) > 1:
+        tables.append(("all levels ", report))
+    for prefix, table in tables:
+        for name, row in [*table["sub_terrains"].items(), ("overall", table["overall"])]:
+            _print_terrain_row(prefix + name, row)
+    share = report.get("torque_limit_share")
+    if share is not None:
+        print(f"  torque demand at the motor limit: {share:.1%} of actuator-steps (docs/robots.md, \"Torque demand\")")
+    failed = _write(args, report)
+    if failed:
+        return failed
     if report["interrupted"]:
         print(f"unilab-eval: interrupted; the report covers the {report['seconds']:g} s walked before it")
         return INTERRUPTED_EXIT_CODE
     return 0
+
+
+def _write(args: argparse.Namespace, report: dict[str, Any]) -> int | None:
+    """Write ``--out`` (without ``--force`` only if no other run wrote it meanwhile); the exit status
+    if that failed, else ``None``. A committed report names no path of this machine."""
+    if args.out is None:
+        return None
+    try:
+        write_json_atomic(args.out, portable_paths(report), exclusive=not args.force)
+    except (OSError, OutputPathError) as error:
+        print(f"unilab-eval: error: --out: {write_error(error)}; nothing written", file=sys.stderr)
+        return 1
+    print(f"report: {args.out}")
+    return None
+
+
+def _print_terrain_row(name: str, row: dict[str, Any]) -> None:
+    print(
+        f"  {name:<32}{row['rows']:>6}{row['success_rate']:>9.1%}{row['no_fall_rate']:>9.1%}"
+        f"{row['distance_m']:>12.2f}{row['lin_vel_error_mps']:>14.3f}{row['yaw_rate_error_radps']:>15.3f}"
+        f"{_centimetres(row.get('swing_clearance_m')):>10}"
+    )
 
 
 def _centimetres(metres: float | None) -> str:

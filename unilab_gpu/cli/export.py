@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from unilab_gpu.rl.checkpoint import CheckpointError
+from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,6 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CheckpointError, ValueError, KeyError) as error:
         print(f"unilab-export: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the atomic write removed its temporary file; an existing --out is intact
+        print("unilab-export: interrupted; nothing written", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
     except OSError as error:  # a full disk or a folder that became read-only: the old file is intact
         where = error.filename or args.out or args.checkpoint
         print(

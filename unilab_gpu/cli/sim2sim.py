@@ -62,7 +62,7 @@ from unilab_gpu.export.sim2sim.report import write_report
 from unilab_gpu.paths import terrain_file
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
-from unilab_gpu.utils.files import check_output, write_atomic
+from unilab_gpu.utils.files import OutputPathError, check_output, write_atomic, write_error
 
 PROGRESS_SECONDS = 10.0
 """Wall-clock seconds between progress lines of a run."""
@@ -173,7 +173,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if report["interrupted"]:
         print(f"unilab-sim2sim: interrupted; the report covers the {report['seconds']:g} s simulated before it")
     if args.out is not None:
-        write_report(args.out, report)
+        try:
+            write_report(args.out, report, exclusive=not args.force)
+        except (OSError, OutputPathError) as error:  # a full disk, or a concurrent run wrote --out first
+            print(f"unilab-sim2sim: error: --out: {write_error(error)}; nothing written", file=sys.stderr)
+            return 1
         print(f"report: {args.out}")
     if args.video is not None:
         print(f"video: {args.video}")
@@ -228,13 +232,18 @@ def _robustness(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     first = ", ".join(f"{k} {'none' if v is None else f'{v:g}'}" for k, v in report["first_failing_level"].items())
     print(f"first failing level: {first}")
     report["machine"] = machine_info("cpu")
-    if args.out is not None:
-        write_report(args.out, report)
-        print(f"report: {args.out}")
-    if args.plot is not None:
-        figure = plot_grid(report)
-        write_atomic(args.plot, lambda file: figure.savefig(file, format="png", dpi=110))
-        print(f"heat map: {args.plot}")
+    try:
+        if args.out is not None:
+            write_report(args.out, report, exclusive=not args.force)
+            print(f"report: {args.out}")
+        if args.plot is not None:
+            figure = plot_grid(report)
+            png = lambda file: figure.savefig(file, format="png", dpi=110)  # noqa: E731
+            write_atomic(args.plot, png, exclusive=not args.force)
+            print(f"heat map: {args.plot}")
+    except (OSError, OutputPathError) as error:  # a full disk, or a concurrent run wrote the file first
+        print(f"unilab-sim2sim: error: {write_error(error)}; that file not written", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -6,14 +6,17 @@ Usage::
     unilab-train algo=sac env.num_envs=4096 algo.batch_size=8192
     unilab-train task=pendulum total_env_steps=100000 log_every=100
     unilab-train resume=runs/pendulum/flashsac/2026-01-01_12-00-00
+    unilab-train resume=RUN "env.overrides=[...]" --allow-changed   # train on with changed task settings
 
 The config is composed with Hydra's compose API: the working directory does not change and
 Hydra writes no output folder of its own (:mod:`unilab_gpu.training.config`). A run folder
 ``<run_root>/<task>/<algo>/<timestamp>/`` receives the resolved ``config.yaml``, TensorBoard event
 files and ``checkpoint.pt``; it is created only once the config is valid and never reused by
 another run, and a resume is checked against its checkpoint before anything is written
-(:mod:`unilab_gpu.training.run`). Ctrl-C finishes the current iteration, saves a checkpoint and
-exits with status 130; a second Ctrl-C stops at once.
+(:mod:`unilab_gpu.training.run`): a resume whose task or physics settings differ from the
+checkpoint's is refused, naming the keys, unless ``--allow-changed`` is given; the run folder then
+keeps the earlier config as ``config.until_<env steps>.yaml``. Ctrl-C finishes the current
+iteration, saves a checkpoint and exits with status 130; a second Ctrl-C stops at once.
 
 This module is the command: its arguments, messages and exit statuses. What a run is and does
 lives in :mod:`unilab_gpu.training`.
@@ -70,18 +73,19 @@ def train(
     stream=None,
     data_parallel: DataParallel | None = None,
     on_finish: Callable[[Run], None] | None = None,
+    allow_changed: bool = False,
 ) -> int:
     """Run a resolved config; returns the process exit status (this rank's, data-parallel).
 
     ``on_finish(run)`` is called on rank 0 after a run that trained to its end was saved and
-    exported (the main job's closing lines).
+    exported (the main job's closing lines). ``allow_changed``: a resume may change task settings.
     """
     out = stream if stream is not None else sys.stdout
     main = data_parallel is None or data_parallel.is_main
     viewer = main and cfg.get("viewer", False)  # rank 0 alone serves it
     if viewer:
         check_viewer(cfg)
-    run = build_run(cfg, stream=out, data_parallel=data_parallel)
+    run = build_run(cfg, stream=out, data_parallel=data_parallel, allow_changed=allow_changed)
     trainer, logger = run.trainer, run.trainer.logger
     env = trainer.env
     world = data_parallel.world_size if data_parallel is not None else 1
@@ -148,11 +152,16 @@ def train(
 
 USAGE = __doc__.split("The config")[0].strip()
 
+ALLOW_CHANGED = "--allow-changed"
+"""The flag (not a Hydra override) that lets a resume change the run's task settings."""
+
 
 def main(argv: Sequence[str] | None = None, on_finish: Callable[[Run], None] | None = None) -> int:
     """Entry point of ``unilab-train``; ``argv`` are Hydra overrides (default ``sys.argv[1:]``);
     ``on_finish`` as in :func:`train`."""
     args = list(sys.argv[1:] if argv is None else argv)
+    allow_changed = ALLOW_CHANGED in args
+    args = [a for a in args if a != ALLOW_CHANGED]
     if any(a in ("-h", "--help") for a in args):
         print(USAGE)
         print(f"\nDefaults ({CONFIGS_DIR / 'train.yaml'}):\n")
@@ -167,7 +176,9 @@ def main(argv: Sequence[str] | None = None, on_finish: Callable[[Run], None] | N
         cfg = resolve_auto(cfg, launch)
         if launch is not None:
             data_parallel = DataParallel.start(launch, torch.device(cfg.device))
-        status = train(cfg, data_parallel=data_parallel, on_finish=on_finish)
+        if allow_changed and cfg.resume is None:
+            raise ConfigError(f"{ALLOW_CHANGED} applies to a resume (resume=RUN); this run starts new")
+        status = train(cfg, data_parallel=data_parallel, on_finish=on_finish, allow_changed=allow_changed)
         if data_parallel is not None and data_parallel.collectives_done:
             data_parallel.finish(status, "unilab-train")  # waits for every rank, then ends the process
         return status

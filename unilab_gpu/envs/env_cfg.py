@@ -9,6 +9,7 @@ its term dataclass and names the key path of any unknown key or wrong type.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +89,18 @@ class PhysicsCfg:
 
 
 @dataclass
+class StandCfg:
+    """The standing keyframe held in the robot config, so the MJCF is never edited: written at load
+    as the key ``RobotCfg.keyframe`` (over the MJCF's key of that name, if it has one). Computed by
+    ``scripts/stand_keyframe.py --write-config`` or drafted by ``unilab-robot init``."""
+
+    qpos: list[float] = MISSING
+    """The standing pose (``nq`` values: the free base, then the joints in MJCF order)."""
+    ctrl: list[float] = MISSING
+    """The targets that hold it at rest (``nu`` values, actuator order): pose plus static torque over kp."""
+
+
+@dataclass
 class FeetCfg:
     """The feet, for gait, contact and friction terms. A task that reads them fails, naming the
     key, on a robot config that leaves them out."""
@@ -132,6 +145,8 @@ class RobotCfg:
     (``UNILAB_PATH``), or a path to an MJCF file."""
     keyframe: str = "stand"
     """The standing keyframe (pose and holding torques): reset state and default joint positions."""
+    stand: StandCfg | None = None
+    """That keyframe's values, written over the MJCF's at load (``None``: the MJCF's own key)."""
     torso_body: str = "???"
     """The body kept upright (orientation reward, tilt termination, tracking anchor)."""
     imu: ImuCfg = field(default_factory=ImuCfg)
@@ -275,7 +290,7 @@ def check_env_cfg(cfg: EnvCfg, num_envs: int) -> None:
             is_number(cfg.control_dt) and cfg.control_dt > 0, "control_dt", "a finite number > 0 (s)", cfg.control_dt
         )
     if cfg.robot is not None:
-        _check_physics(cfg.robot.physics)
+        check_robot_values(cfg.robot)
     _require(
         is_number(cfg.episode_length_s) and cfg.episode_length_s > 0, "episode_length_s", "> 0", cfg.episode_length_s
     )
@@ -326,20 +341,88 @@ def check_env_cfg(cfg: EnvCfg, num_envs: int) -> None:
             _require(low > 0, f"{where}.interval_range_s", "[low, high] with low > 0", event.interval_range_s)
 
 
-def _check_physics(physics: PhysicsCfg) -> None:
-    where = "robot.physics"
-    for key in ("timestep", "impratio"):
-        value = getattr(physics, key)
-        if value is not None:
+MAX_TIMESTEP = 0.05
+"""Longest physics step (s): 20 Hz physics, 25 times MuJoCo's default; past it contacts explode."""
+
+MAX_SOLVER_ITERATIONS = 10_000
+"""Most solver (and line-search) iterations: MuJoCo's defaults are 100 and 50; far more is a typo."""
+
+MAX_IMPRATIO = 1000.0
+"""Largest ``impratio`` (MuJoCo's default 1; elliptic-cone robots use 10 to 100)."""
+
+MAX_IMU_OFFSET = 10.0
+"""Largest ``|imu.pos|`` entry (m) in its body's frame: an IMU sits on the robot."""
+
+CONDIMS = (1, 3, 4, 6)
+"""MuJoCo's contact dimensions: frictionless, sliding, + torsional, + rolling friction."""
+
+
+def check_robot_values(robot: RobotCfg) -> None:
+    """Raise ``ValueError`` (``env config: 'robot.<key>' must be ...``) for a physics option, IMU
+    placement or foot contact outside what MuJoCo and a real robot allow, before MuJoCo meets it
+    (where it would be a pybind ``TypeError``, an error at a line of the untouched MJCF, or a robot
+    that cannot stand, blamed on its keyframe). The env config's check and every model build
+    (:func:`~unilab_gpu.envs.robot_model.robot_edit`: the keyframe tool, ``unilab-sim2sim``) run it."""
+    physics, imu, feet = robot.physics, robot.imu, robot.feet
+    if robot.stand is not None:
+        for key in ("qpos", "ctrl"):
+            values = list(getattr(robot.stand, key))
             _require(
-                is_number(value) and value > 0, f"{where}.{key}", "a finite number > 0 (or null: the MJCF's)", value
+                len(values) > 0 and all(is_number(v) for v in values),
+                f"robot.stand.{key}",
+                "a list of finite numbers (scripts/stand_keyframe.py --write-config writes it)",
+                values,
             )
+    null = " (or null: the MJCF's)"
+    _optional(
+        physics.timestep,
+        "robot.physics.timestep",
+        f"in (0, {MAX_TIMESTEP:g}] s{null}",
+        lambda v: is_number(v) and 0 < v <= MAX_TIMESTEP,
+    )
+    _optional(
+        physics.impratio,
+        "robot.physics.impratio",
+        f"in (0, {MAX_IMPRATIO:g}]{null}",
+        lambda v: is_number(v) and 0 < v <= MAX_IMPRATIO,
+    )
     for key in ("iterations", "ls_iterations"):
-        value = getattr(physics, key)
-        if value is not None:
-            _require(value >= 1, f"{where}.{key}", "an integer >= 1 (or null: the MJCF's)", value)
-    if physics.cone is not None:
-        _require(physics.cone in CONES, f"{where}.cone", f"one of {', '.join(CONES)} (or null)", physics.cone)
+        _optional(
+            getattr(physics, key),
+            f"robot.physics.{key}",
+            f"an integer in [1, {MAX_SOLVER_ITERATIONS:,}]{null}",
+            lambda v: isinstance(v, int) and 1 <= v <= MAX_SOLVER_ITERATIONS,
+        )
+    _optional(physics.cone, "robot.physics.cone", f"one of {', '.join(CONES)} (or null)", lambda v: v in CONES)
+    pos = list(imu.pos) if isinstance(imu.pos, list | tuple) else imu.pos
+    _require(
+        isinstance(pos, list) and len(pos) == 3 and all(is_number(x) and abs(x) <= MAX_IMU_OFFSET for x in pos),
+        "robot.imu.pos",
+        f"three finite numbers within +-{MAX_IMU_OFFSET:g} m (the site in imu.body's frame)",
+        pos,
+    )
+    _optional(
+        imu.body,
+        "robot.imu.body",
+        "a body of the robot (on the world body the IMU never moves)",
+        lambda v: v != "world",
+    )
+    if feet is not None:
+        _optional(
+            feet.condim, "robot.feet.condim", f"one of {', '.join(map(str, CONDIMS))} (or null)", lambda v: v in CONDIMS
+        )
+        _optional(
+            None if feet.friction is None else list(feet.friction),
+            "robot.feet.friction",
+            "[sliding, torsional, rolling]: three finite numbers >= 0 (or null)",
+            lambda v: len(v) == 3 and all(is_number(x) and x >= 0 for x in v),
+        )
+
+
+def _optional(value: Any, key: str, expected: str, ok: Callable[[Any], bool]) -> None:
+    """``_require(ok(value))`` for a value that is set (``None`` keeps the MJCF's)."""
+    if value is not None:
+        _require(ok(value), key, expected, value)
 
 
 def check_control_rate(cfg: EnvCfg, timestep: float) -> None:

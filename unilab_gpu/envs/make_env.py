@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,9 +21,17 @@ from unilab_gpu.envs.env_cfg import EnvCfg, check_env_cfg, typed_terms
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.envs.robot_check import check_robot
 from unilab_gpu.envs.robot_model import robot_edit
-from unilab_gpu.paths import config_roots, group_choices, list_tasks, robot_config_file
+from unilab_gpu.paths import (
+    config_roots,
+    group_choices,
+    group_config_file,
+    list_tasks,
+    robot_config_file,
+    shadowed_configs,
+)
 from unilab_gpu.sim.simulator import model_path
 from unilab_gpu.utils.overrides import override_syntax_problem
+from unilab_gpu.utils.yaml_files import check_config_tree
 
 SCHEMA_NAME = "env_cfg_schema"
 """Task YAMLs list this first in their ``defaults`` so Hydra checks keys and types against ``EnvCfg``."""
@@ -129,6 +138,8 @@ def _compose(task: str, overrides: Sequence[str]) -> tuple[DictConfig, str | Non
     """The composed config and the name of its robot config (None: the task has none)."""
     # Without changing the working directory or creating an output folder. Hydra finds a primary
     # config only in the config dir, so that is the task's folder (the project's or a user's).
+    check_config_tree(config_roots()[1:])  # a user's YAML, before Hydra's unbounded reader sees it
+    _warn_shadowed()
     task_dirs = [root / "task" for root in config_roots()]
     primary = next((folder for folder in task_dirs if (folder / f"{task}.yaml").is_file()), task_dirs[0])
     with initialize_config_dir(config_dir=str(primary), version_base=None):
@@ -141,6 +152,22 @@ def _compose(task: str, overrides: Sequence[str]) -> tuple[DictConfig, str | Non
     with open_dict(cfg):
         del cfg["hydra"]
     return cfg, robot
+
+
+_warned_shadowed: set[Path] = set()
+
+
+def _warn_shadowed() -> None:
+    """One warning per user config that a config of the same name hides (the project's first)."""
+    for path in shadowed_configs():
+        if path not in _warned_shadowed:
+            _warned_shadowed.add(path)
+            group, name = path.parent.name, path.stem
+            warnings.warn(
+                f"{path} is not used: {group_config_file(group, name)} has the same name and comes first; "
+                f"rename yours (e.g. {name}_mine.yaml) to use it",
+                stacklevel=3,
+            )
 
 
 def _compose_checked(task: str, overrides: Sequence[str]) -> tuple[DictConfig, str | None]:

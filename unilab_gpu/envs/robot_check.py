@@ -23,6 +23,18 @@ MAX_BASE_HEIGHT = 10.0
 _SENSOR_KINDS = {"gyro": mujoco.mjtSensor.mjSENS_GYRO, "velocimeter": mujoco.mjtSensor.mjSENS_VELOCIMETER}
 
 
+def _on_world(model: mujoco.MjModel, sensor: int) -> bool:
+    """Whether sensor ``sensor``'s site (or body) is on the world body or one welded to it."""
+    kind, obj = model.sensor_objtype[sensor], model.sensor_objid[sensor]
+    if kind == mujoco.mjtObj.mjOBJ_SITE:
+        body = model.site_bodyid[obj]
+    elif kind in (mujoco.mjtObj.mjOBJ_BODY, mujoco.mjtObj.mjOBJ_XBODY):
+        body = obj
+    else:
+        return False
+    return int(model.body_weldid[body]) == 0
+
+
 def check_robot(robot: RobotCfg, model: mujoco.MjModel, config_file: str | Path, model_file: str | Path) -> None:
     """Raise ``ValueError`` (one line) for the first name of ``robot`` that ``model`` lacks, or the
     first rule of the MJCF contract it breaks.
@@ -31,6 +43,14 @@ def check_robot(robot: RobotCfg, model: mujoco.MjModel, config_file: str | Path,
       config_file: where ``robot`` came from, for the message.
       model_file: the MJCF ``model`` was compiled from, for the message.
     """
+    for key in _SENSOR_KINDS:  # before the contract: a robot whose IMU cannot move cannot stand either
+        name = getattr(robot.imu, key)
+        sensor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, name)
+        if sensor >= 0 and _on_world(model, sensor):
+            raise ValueError(
+                f"{config_file}: 'imu.{key}': sensor '{name}' of {model_file} sits on the world body (or a body "
+                "welded to it), which never moves: it reads 0 every step; put the IMU on the robot's torso"
+            )
     errors = contract_errors(model, robot.keyframe)
     if errors:
         raise ValueError(f"{model_file}: breaks the robot contract (docs/robots.md), {errors[0]}")
@@ -69,6 +89,7 @@ def check_robot(robot: RobotCfg, model: mujoco.MjModel, config_file: str | Path,
         require(f"imu.{key}", "sensor", [name], sensors)
         if model.sensor_type[sensors.index(name)] != kind:
             raise ValueError(f"{config_file}: 'imu.{key}': sensor '{name}' of {model_file} is not a <{key}>")
+
     require("pose_weights", "joint", robot.pose_weights, joints, patterns=True)
     if robot.feet is not None:
         require("feet.sites", "site", robot.feet.sites, sites)

@@ -2,7 +2,8 @@
 config's physics options and edits applied to its ``MjSpec`` at load.
 
 This is where a robot's needs live as data (as mjlab keeps them in per-robot constants): the
-``<option>`` values (``physics``: timestep, solver budget, cone, impratio), the IMU sensors a
+``<option>`` values (``physics``: timestep, solver budget, cone, impratio), the standing keyframe
+(``stand``: pose and holding targets, so the user's file keeps its own key), the IMU sensors a
 robot's MJCF may lack (``imu.site`` / ``imu.body``), and the contact of its feet (``feet.condim``,
 ``feet.friction``). The env, ``make_env``'s robot check and ``unilab-sim2sim`` all build the model
 through :func:`robot_edit`, so they simulate the same robot.
@@ -19,8 +20,9 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from unilab_gpu.deploy.physics import CONES
-from unilab_gpu.envs.env_cfg import FeetCfg, ImuCfg, PhysicsCfg, RobotCfg
+from unilab_gpu.envs.env_cfg import FeetCfg, ImuCfg, PhysicsCfg, RobotCfg, StandCfg, check_robot_values
 from unilab_gpu.paths import robot_config_file
+from unilab_gpu.utils.yaml_files import CONFIG_MAX_BYTES, CONFIG_MAX_VALUES, load_bounded_yaml
 
 
 def load_robot_cfg(name: str) -> tuple[RobotCfg, Path] | None:
@@ -29,13 +31,15 @@ def load_robot_cfg(name: str) -> tuple[RobotCfg, Path] | None:
     robot outside a task (the keyframe tool).
 
     Raises:
-      ValueError: an unknown key or a wrong type, naming the key and the file.
+      ValueError: an unknown key or a wrong type, naming the key and the file; a file that is
+        not a bounded YAML mapping (:func:`~unilab_gpu.utils.yaml_files.load_bounded_yaml`).
     """
     file = robot_config_file(name)
     if file is None:
         return None
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(RobotCfg), OmegaConf.load(file))
+        read = load_bounded_yaml(file, "a robot config", CONFIG_MAX_BYTES, CONFIG_MAX_VALUES)
+        merged = OmegaConf.merge(OmegaConf.structured(RobotCfg), read)
         return OmegaConf.to_object(merged), file  # type: ignore[return-value]
     except OmegaConfBaseException as error:
         key = getattr(error, "full_key", "") or "?"
@@ -47,17 +51,34 @@ def load_robot_cfg(name: str) -> tuple[RobotCfg, Path] | None:
 def robot_edit(robot: RobotCfg) -> Callable[[mujoco.MjSpec], None]:
     """The edit (``load_mj_model``'s ``edit``) that applies ``robot``'s physics options and MJCF edits.
 
-    Raises (when called on a spec):
-      ValueError: an edit names what the MJCF lacks; one line naming the robot config's key.
+    Raises:
+      ValueError: a value no robot has (:func:`~unilab_gpu.envs.env_cfg.check_robot_values`); when called on a spec, an
+        edit that names what the MJCF lacks. One line naming the robot config's key.
     """
 
+    check_robot_values(robot)
+
     def edit(spec: mujoco.MjSpec) -> None:
+        if robot.stand is not None:
+            set_stand_key(spec, robot.keyframe, robot.stand)
         apply_physics(spec, robot.physics)
         add_imu(spec, robot.imu)
         if robot.feet is not None:
             set_foot_contacts(spec, robot.feet)
 
     return edit
+
+
+def set_stand_key(spec: mujoco.MjSpec, name: str, stand: StandCfg) -> None:
+    """Write ``stand``'s pose and targets as key ``name`` of ``spec`` (over the MJCF's key of that
+    name: a Menagerie ``home`` key that does not hold its pose is replaced in memory, not on disk)."""
+    key = next((k for k in spec.keys if k.name == name), None)
+    if key is None:
+        key = spec.add_key(name=name)
+    key.qpos = list(stand.qpos)
+    key.ctrl = list(stand.ctrl)
+    key.qvel = []
+    key.act = []
 
 
 def apply_physics(spec: mujoco.MjSpec, physics: PhysicsCfg) -> None:

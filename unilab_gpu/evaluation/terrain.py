@@ -7,6 +7,10 @@ example ``slopes_stairs_eval``: 15 degree slopes and 10 cm stairs, up and down) 
 curriculum, one fixed command for every row. ``rows_per_column`` rows start on each sub-terrain's
 centre at rest (the task's root reset still spreads them 0.5 m around it; headings within
 ``yaw_range`` of +x, so a pyramid's slope or stairs lie ahead), and every row runs ``seconds``.
+``levels`` picks the terrain's levels (difficulty rows of its grid) to evaluate, by default all of
+them: each column gets ``rows_per_column`` rows on each evaluated level. The report gives every
+level's own table under ``by_level`` (the sub-terrains and overall of that level) beside the tables
+over all evaluated levels; a one-level evaluation terrain (``slopes_stairs_eval``) has level 0 only.
 A row succeeds when none of the task's failure terminations fired in that time and it got at
 least :data:`MIN_PROGRESS` of the way the command asks (``|c_xy| * seconds``) from its start: a
 robot that stands stuck at the first stair has not walked. Reported per sub-terrain type and
@@ -35,6 +39,7 @@ import torch
 from omegaconf import OmegaConf
 
 from unilab_gpu.envs.make_env import load_task_cfg, make_env
+from unilab_gpu.envs.mdp.actions import TORQUE_LIMIT_SHARE
 from unilab_gpu.evaluation.policies import TrainedPolicy
 from unilab_gpu.paths import USER_PATH_ENV
 from unilab_gpu.tasks.velocity.rewards import FootClearance
@@ -52,6 +57,9 @@ MIN_PROGRESS = 0.5
 CLEARANCE_QUANTILE = 0.95
 """Quantile over time of a foot's clearance that stands for its swing height: near the top of the
 swings, not one stumble's peak."""
+
+MAX_ROWS = 1 << 17
+"""Most rows of one evaluation (``rows_per_column`` x columns x levels)."""
 
 CLEAN_OVERRIDES = ("++observations.policy.enable_noise=false", "randomize_initial_episode_length=false")
 
@@ -152,11 +160,17 @@ def evaluate_on_terrain(
     yaw_range: float = 0.3,
     progress: bool = False,
     verbose: bool = False,
+    levels: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """Run ``trained`` on ``terrain`` as the module docstring says; returns the report.
 
+    Args:
+        levels: the terrain levels to evaluate (``None``: all of them), each ``rows_per_column``
+            rows per column.
+
     Raises:
-        ValueError: a bad argument, a terrain that does not exist, or a task without ``twist``.
+        ValueError: a bad argument, a level the terrain does not have, a terrain that does not
+            exist, or a task without ``twist``.
     """
     if rows_per_column < 1:
         raise ValueError(f"--rows-per-column must be >= 1, got {rows_per_column}")
@@ -166,10 +180,17 @@ def evaluate_on_terrain(
         raise ValueError(f"--command: three finite numbers v_x v_y omega_z, got {list(command)}")
     with terrain_choice(terrain) as choice:
         overrides = evaluation_overrides(trained.task, trained.env_overrides, choice, command, seconds, yaw_range)
-        columns = load_task_cfg(trained.task, overrides).terrain.num_cols
+        terrain_cfg = load_task_cfg(trained.task, overrides).terrain
+        levels = _levels(levels, terrain_cfg.num_levels, terrain)
+        columns = terrain_cfg.num_cols
+        if rows_per_column * columns * len(levels) > MAX_ROWS:
+            raise ValueError(
+                f"--rows-per-column {rows_per_column}: {columns} columns x {len(levels)} levels make "
+                f"{rows_per_column * columns * len(levels):,} rows, more than {MAX_ROWS:,}; give fewer rows per column"
+            )
         env = make_env(
             trained.task,
-            rows_per_column * columns,
+            rows_per_column * columns * len(levels),
             device,
             overrides,
             seed=seed,
@@ -177,10 +198,14 @@ def evaluate_on_terrain(
             capture=False,
             announce=verbose,
         )
+    # Each column's block of rows cycles through the levels: rows_per_column rows per (level, column).
+    row_levels = torch.tensor(levels, device=env.device).repeat(rows_per_column * env.terrain.num_cols)
+    env.terrain.set_levels(row_levels)  # the reset below puts every row on its level
     policy = trained.policy_for(env, trained.task)
     twist = env.command_manager.get(COMMAND)
     steps = max(1, round(seconds / env.step_dt))
     obs = env.reset()
+    env.stats.clear()  # the torque demand of the evaluated steps alone
     start = env.robot.root_pos_w[:, :2].clone()
     standing = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
     walked = torch.zeros(env.num_envs, device=env.device)
@@ -225,7 +250,18 @@ def evaluate_on_terrain(
     if clearances:
         swing = torch.nanquantile(torch.stack(clearances), CLEARANCE_QUANTILE, dim=0)  # (num_envs, num_feet)
         per_row["swing_clearance_m"] = swing.mean(dim=1).cpu().numpy()  # NaN: a row that fell at once
+    row_level = env.terrain.level.cpu().numpy()
     by_type = {name: _summary(per_row, np.array([t == name for t in types])) for name in dict.fromkeys(types)}
+    by_level = {
+        str(level): {
+            "sub_terrains": {
+                name: _summary(per_row, np.array([t == name for t in types]) & (row_level == level))
+                for name in dict.fromkeys(types)
+            },
+            "overall": _summary(per_row, row_level == level),
+        }
+        for level in levels
+    }
     return {
         "benchmark": "terrain_evaluation",
         "policy": trained.source,
@@ -236,6 +272,8 @@ def evaluate_on_terrain(
         "seconds": steps * env.step_dt,
         "interrupted": interrupted,
         "rows_per_column": rows_per_column,
+        "levels": list(levels),
+        "num_levels": env.terrain.num_levels,
         "yaw_range_rad": yaw_range,
         "required_distance_m": required,
         "env_overrides": overrides,
@@ -243,7 +281,21 @@ def evaluate_on_terrain(
         "seed": seed,
         "sub_terrains": by_type,
         "overall": _summary(per_row, np.ones(len(types), dtype=bool)),
+        "by_level": by_level,
+        "torque_limit_share": env.stats.summary().get(TORQUE_LIMIT_SHARE),
     }
+
+
+def _levels(levels: Sequence[int] | None, num_levels: int, terrain: str | Path) -> list[int]:
+    """The levels to evaluate: ``levels`` checked against the terrain's ``num_levels``, or all of them."""
+    if levels is None or len(levels) == 0:
+        return list(range(num_levels))
+    bad = [level for level in levels if not 0 <= level < num_levels]
+    if bad:
+        raise ValueError(
+            f"--terrain-level {bad[0]}: terrain '{terrain}' has levels 0 to {num_levels - 1}; give levels in that range"
+        )
+    return sorted(set(levels))
 
 
 def _summary(per_row: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, float | None]:

@@ -37,10 +37,13 @@ def export_agent(
     env_overrides: Sequence[str] = (),
     convention: str = "unilab",
     motion: str | os.PathLike | None = None,
+    exclusive: bool = False,
 ) -> Path:
     """Write ``agent``'s deterministic policy for ``env``'s ``policy`` group to ``path``
     (``env`` was built from ``task`` with ``env_overrides``), in ``convention`` (one of
-    :data:`CONVENTIONS`; ``holosoma`` embeds the run's clip, or the clip file ``motion``).
+    :data:`CONVENTIONS`; ``holosoma`` embeds the run's clip, or the clip file ``motion``);
+    ``exclusive``: only if no file is there when it is done (another export to the same path
+    keeps its file).
 
     Raises:
         ValueError: the policy's parameters or buffers (normaliser statistics) hold NaN or inf,
@@ -56,10 +59,10 @@ def export_agent(
     if convention == HOLOSOMA:
         module = HolosomaTrackingPolicy(policy, metadata, embedded_reference(env, motion), env.sim.mj_model)
         robot_urdf = urdf_of(env.sim.mj_model, Path(str(env.cfg.sim.model)).stem)
-        return write_holosoma_onnx(module, holosoma_metadata(metadata, robot_urdf), path)
+        return write_holosoma_onnx(module, holosoma_metadata(metadata, robot_urdf), path, exclusive)
     if convention != "unilab":
         raise ValueError(f"--convention must be one of {list(CONVENTIONS)}, got {convention!r}")
-    return write_onnx(policy, env.observation_dims["policy"], metadata, path)
+    return write_onnx(policy, env.observation_dims["policy"], metadata, path, exclusive)
 
 
 def export_checkpoint(
@@ -83,7 +86,7 @@ def export_checkpoint(
     env = make_env(cfg["task"], num_envs=1, device="cpu", overrides=cfg["env"]["overrides"], compile=False)
     agent = agent_from_checkpoint(checkpoint, "cpu")
     overrides = cfg["env"]["overrides"]
-    return export_agent(env, agent, cfg["task"], cfg["algo"]["name"], path, overrides, convention, motion)
+    return export_agent(env, agent, cfg["task"], cfg["algo"]["name"], path, overrides, convention, motion, not force)
 
 
 def export_after_training(env: ManagerBasedRlEnv, agent, cfg, run_dir: str | os.PathLike) -> str:

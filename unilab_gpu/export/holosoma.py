@@ -270,7 +270,9 @@ def holosoma_metadata(metadata: dict[str, Any], robot_urdf: str) -> dict[str, An
     }
 
 
-def write_holosoma_onnx(module: HolosomaTrackingPolicy, metadata: dict[str, Any], path: str | os.PathLike) -> Path:
+def write_holosoma_onnx(
+    module: HolosomaTrackingPolicy, metadata: dict[str, Any], path: str | os.PathLike, exclusive: bool = False
+) -> Path:
     """Export ``module`` with holosoma's input and output names and shapes (``[1, ...]``) to
     ``path`` atomically, ``metadata`` as JSON values in ``metadata_props``."""
     import onnx  # optional dependency
@@ -295,7 +297,7 @@ def write_holosoma_onnx(module: HolosomaTrackingPolicy, metadata: dict[str, Any]
     drop_stack_traces(model)
     onnx.helper.set_model_props(model, {key: json.dumps(value) for key, value in metadata.items()})
     onnx.checker.check_model(model)
-    return write_atomic(path, lambda file: file.write(model.SerializeToString()))
+    return write_atomic(path, lambda file: file.write(model.SerializeToString()), exclusive=exclusive)
 
 
 def gyro_on_root(model: mujoco.MjModel, sensor_names: list[str]) -> bool:

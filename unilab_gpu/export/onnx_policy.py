@@ -30,9 +30,12 @@ STACK_TRACE_KEY = "pkg.torch.onnx.stack_trace"
 """Default file name, inside the run folder."""
 
 
-def write_onnx(policy: nn.Module, observation_dim: int, metadata: dict[str, Any], path: str | os.PathLike) -> Path:
+def write_onnx(
+    policy: nn.Module, observation_dim: int, metadata: dict[str, Any], path: str | os.PathLike, exclusive: bool = False
+) -> Path:
     """Export ``policy`` (``(batch, observation_dim)`` -> actions, on the CPU) to ``path``
-    atomically, with ``metadata`` (JSON-serialisable values) in ``metadata_props``."""
+    atomically, with ``metadata`` (JSON-serialisable values) in ``metadata_props``; ``exclusive``:
+    only if no file is there when it is done (:func:`~unilab_gpu.utils.files.write_atomic`)."""
     import onnx  # optional dependency
 
     example = torch.zeros(2, observation_dim)  # batch >= 2 so the exporter keeps it symbolic
@@ -59,7 +62,7 @@ def write_onnx(policy: nn.Module, observation_dim: int, metadata: dict[str, Any]
     drop_stack_traces(model)
     onnx.helper.set_model_props(model, {key: json.dumps(value) for key, value in metadata.items()})
     onnx.checker.check_model(model)
-    return write_atomic(path, lambda file: file.write(model.SerializeToString()))
+    return write_atomic(path, lambda file: file.write(model.SerializeToString()), exclusive=exclusive)
 
 
 def drop_stack_traces(model: Any) -> None:

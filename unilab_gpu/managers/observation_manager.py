@@ -65,6 +65,9 @@ class ObservationGroup:
             raise ValueError(f"observations.{name} has no enabled terms")
         self.dim = group_col
         self._step_values = torch.zeros(env.num_envs, step_col, device=env.device)
+        self.raw_values = torch.zeros(env.num_envs, step_col, device=env.device)
+        """``(num_envs, sum of term dims)``: each term's newest value before noise, clip and scale,
+        at ``layouts[i].step`` (what ``envs.constant_observations`` watches)."""
 
     @property
     def term_names(self) -> list[str]:
@@ -74,6 +77,7 @@ class ObservationGroup:
         """Compute every term's newest (noisy, clipped, scaled) value into the scratch buffer."""
         for term, cfg, layout in zip(self.terms, self.cfgs, self.layouts, strict=True):
             value = term(env).reshape(env.num_envs, layout.dim)
+            self.raw_values[:, layout.step] = value
             if self.enable_noise and cfg.noise is not None:
                 value = value + _noise(cfg.noise, value)
             if cfg.clip is not None:

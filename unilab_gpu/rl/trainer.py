@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import torch
 
+from unilab_gpu.envs.constant_observations import ConstantObservations
 from unilab_gpu.envs.episode_stats import HEALTH_KEYS
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.envs.step_phases import no_phase_mark
@@ -300,6 +301,7 @@ class OffPolicyTrainer:
         self._critic_obs.copy_(obs[self._critic_group])
         self.env.stats.clear()
         self._start_window()
+        watch = ConstantObservations(self.env) if self.iteration == 0 else None  # a fresh run's first steps
         total, log_every = self.settings.iterations, self.settings.log_every
         asked = should_stop if should_stop is not None else lambda: False
         while self.iteration < total:
@@ -307,6 +309,12 @@ class OffPolicyTrainer:
                 return False
             timed = (self.iteration + 1) % log_every == 0 or self.iteration + 1 == total
             self.run_iteration(timed)
+            if watch is not None:
+                watch.observe()
+                if watch.done:
+                    warning, watch = watch.warning(), None  # the one host read, once
+                    if warning is not None and self.logger is not None:
+                        self.logger.message(warning)
             if self.after_iteration is not None:
                 self.after_iteration()
             stop = self._log(asked() if dp is not None else False) if timed else False

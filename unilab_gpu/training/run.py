@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,13 @@ from unilab_gpu.rl.trainer import OffPolicyTrainer, Trainer, TrainerSettings
 from unilab_gpu.sim.simulator import scene_xml
 from unilab_gpu.training.config import ConfigError
 from unilab_gpu.training.evaluation import PeriodicEvaluation
-from unilab_gpu.training.resume_check import built_mismatches, raise_on_mismatches, recorded_mismatches
+from unilab_gpu.training.resume_check import (
+    built_mismatches,
+    raise_on_mismatches,
+    raise_on_task_changes,
+    recorded_mismatches,
+    task_setting_changes,
+)
 from unilab_gpu.training.run_folder import RunFolderError, RunLock, create_run_folder, open_run_folder, resume_command
 from unilab_gpu.training.signals import stop_signals_deferred
 from unilab_gpu.utils.files import CHECKPOINT_NAME, CONFIG_NAME, SCENE_NAME, unwritable, write_atomic
@@ -72,6 +78,8 @@ class Run:
     lock: RunLock | None
     saved_iteration: int = 0
     """Iteration of the latest checkpoint on disk."""
+    changed: list[str] = field(default_factory=list)
+    """Task settings a resume (``--allow-changed``) changed, one ``key: checkpoint X, now Y`` each."""
 
     def payload(self) -> dict:
         """The checkpoint dictionary: trainer state plus what a resume is checked against."""
@@ -111,9 +119,9 @@ class Run:
         return f"last good checkpoint kept at {self.run_dir / CHECKPOINT_NAME} (iteration {self.saved_iteration})"
 
 
-def write_config(cfg: DictConfig, run_dir: Path) -> None:
-    """Write the resolved ``config.yaml`` of a run atomically."""
-    write_atomic(run_dir / CONFIG_NAME, lambda file: file.write(OmegaConf.to_yaml(cfg).encode()))
+def write_config(cfg: DictConfig, run_dir: Path, name: str = CONFIG_NAME) -> None:
+    """Write the resolved ``config.yaml`` (or ``name``) of a run atomically."""
+    write_atomic(run_dir / name, lambda file: file.write(OmegaConf.to_yaml(cfg).encode()))
 
 
 def write_scene(env: ManagerBasedRlEnv, run_dir: Path) -> Path | None:
@@ -128,12 +136,16 @@ def write_scene(env: ManagerBasedRlEnv, run_dir: Path) -> Path | None:
     return write_atomic(run_dir / SCENE_NAME, lambda file: file.write(text))
 
 
-def build_run(cfg: DictConfig, stream=None, data_parallel: DataParallel | None = None) -> Run:
+def build_run(
+    cfg: DictConfig, stream=None, data_parallel: DataParallel | None = None, allow_changed: bool = False
+) -> Run:
     """Env, agent, trainer and run folder for a resolved config (``resume`` restores state).
 
     Nothing is written before the config is valid: a new run folder appears (atomically, with
     its config and an iteration-0 checkpoint) once env and agent are built; a resume locks its
     folder, checks the config against the checkpoint and only then rewrites ``config.yaml``.
+    A resume whose task settings differ from the checkpoint's is refused unless ``allow_changed``;
+    then the checkpoint's config is kept as ``config.until_<env steps>.yaml`` beside the new one.
     In a data-parallel run only rank 0 locks or writes anything; the others read the checkpoint.
     """
     lock, notes, checkpoint = None, [], None
@@ -150,14 +162,26 @@ def build_run(cfg: DictConfig, stream=None, data_parallel: DataParallel | None =
             checkpoint = load_checkpoint(cfg.resume)
             plain = OmegaConf.to_container(cfg, resolve=True)
             raise_on_mismatches(cfg.resume, recorded_mismatches(checkpoint, plain, cfg.env.num_envs))
-        run = _build(cfg, checkpoint, lock, stream, data_parallel)
+        run = _build(cfg, checkpoint, lock, stream, data_parallel, allow_changed)
     except BaseException:
         if lock is not None:
             lock.release()
         raise
     for note in notes:
         run.trainer.logger.message(f"{run.run_dir}: {note}")
+    if run.changed and run.run_dir is not None:
+        earlier = earlier_config_name(int(checkpoint["trainer"]["env_steps"]))  # type: ignore[index]
+        keys = ", ".join(change.split(":")[0] for change in run.changed)
+        run.trainer.logger.message(
+            f"resumed with {len(run.changed)} changed task setting(s) ({keys}); "
+            f"the config of the steps before is kept in {run.run_dir / earlier}"
+        )
     return run
+
+
+def earlier_config_name(env_steps: int) -> str:
+    """File name of the config a run trained with up to ``env_steps``, kept when a resume changed it."""
+    return f"config.until_{env_steps}.yaml"
 
 
 def check_resumable(cfg: DictConfig, checkpoint: dict) -> None:
@@ -223,7 +247,12 @@ def algo_mapping(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _build(
-    cfg: DictConfig, checkpoint: dict | None, lock: RunLock | None, stream, data_parallel: DataParallel | None
+    cfg: DictConfig,
+    checkpoint: dict | None,
+    lock: RunLock | None,
+    stream,
+    data_parallel: DataParallel | None,
+    allow_changed: bool,
 ) -> Run:
     start_iteration = checkpoint["trainer"]["iteration"] if checkpoint else 0
     # A resumed run reseeds with an offset so it does not replay the first run's randomness;
@@ -245,15 +274,22 @@ def _build(
     agent, settings = trainer.agent, trainer.settings
     if main and settings.eval_every:  # before the run folder: a task without motion is a config error
         trainer.on_evaluation = PeriodicEvaluation(cfg, torch.device(env.device))
+    changes: list[str] = []
     if checkpoint is not None:
         # Listed with the algo keys that changed, which explain a network-shape mismatch.
         lines = recorded_mismatches(checkpoint, OmegaConf.to_container(cfg, resolve=True), env.num_envs)
         lines += built_mismatches(checkpoint, env.observation_dims, env.action_dim, agent.state_dict())
         raise_on_mismatches(cfg.resume, lines)
+        saved_overrides = (checkpoint.get("config") or {}).get("env", {}).get("overrides", [])
+        changes = task_setting_changes(cfg.task, saved_overrides, list(cfg.env.overrides))
+        raise_on_task_changes(cfg.resume, changes, allow_changed)
         check_resumable(cfg, checkpoint)
         trainer.load_state_dict(checkpoint["trainer"])
         run_dir: Path | None = Path(cfg.resume)
         if main:
+            if changes:  # the record of how the earlier steps were trained stays in the run folder
+                earlier = OmegaConf.create(checkpoint.get("config") or {})
+                write_config(earlier, run_dir, earlier_config_name(int(checkpoint["trainer"]["env_steps"])))
             write_config(cfg, run_dir)  # type: ignore[arg-type]
             write_scene(env, run_dir)  # type: ignore[arg-type]
     elif not main:
@@ -282,6 +318,6 @@ def _build(
     except BaseException:
         lock.release()  # type: ignore[union-attr]
         raise
-    run = Run(run_dir, cfg, trainer, lock, saved_iteration=trainer.iteration)
+    run = Run(run_dir, cfg, trainer, lock, saved_iteration=trainer.iteration, changed=changes)
     trainer.on_checkpoint = run.save
     return run

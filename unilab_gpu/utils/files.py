@@ -12,12 +12,18 @@ checkpoint, config or lock, whatever the flags. ``--force`` replaces regular fil
 folder, a symbolic link, a FIFO, a device node or a socket at an output path is refused, by
 :func:`check_output` and again by :func:`write_atomic` itself, right before its rename.
 
+Without ``--force`` a command writes its output with ``exclusive=True``: the finished file is
+linked into place only if nothing is there yet (``os.link`` fails on an existing name, atomically),
+so of two runs started together with one ``--out`` the first to finish keeps its file and the
+second fails with :class:`OutputExistsError` instead of silently replacing it.
+
 A written file gets the permissions a plain ``open(path, "w")`` would give it: an existing file's
 mode is kept, a new one gets ``0o666`` less the user's umask (not ``mkstemp``'s ``0o600``).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -47,15 +53,25 @@ class OutputPathError(ValueError):
     """An output path a command must not write; the message names the option and the path."""
 
 
-def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> Path:
+class OutputExistsError(OutputPathError):
+    """An exclusive write found its target taken: another run wrote it while this one worked."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path} was written by another run meanwhile; it is kept, pass --force to replace it")
+        self.filename = str(path)
+
+
+def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object], *, exclusive: bool = False) -> Path:
     """Call ``write(file)`` on a temporary file beside ``path``, fsync it and move it over ``path``.
 
     A reader (or a process killed mid-write) sees the old file or the new one, never a mix; the
     temporary file is removed on any exception, and :func:`remove_temp_files` clears the ones a
     ``kill -9`` left behind. The new file keeps the mode of the file it replaces, or gets the
-    umask's default.
+    umask's default. With ``exclusive`` the file is put in place only if ``path`` does not exist
+    at that moment (a command without ``--force``).
 
     Raises:
+        OutputExistsError: ``exclusive`` and a file appeared at ``path`` meanwhile; it is kept.
         OutputPathError: something other than a regular file is at ``path`` (a folder, a link,
             a FIFO, a device); nothing is written.
         OSError: the file could not be written (full disk, read-only folder), with ``filename``
@@ -73,7 +89,10 @@ def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
             file.flush()
             os.fsync(file.fileno())
         _refuse_non_regular(path, "cannot replace")  # again: it may have appeared while writing
-        os.replace(tmp, path)
+        if exclusive:
+            _link_new(tmp, path)
+        else:
+            os.replace(tmp, path)
     except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(error, OSError) and error.filename is None:
@@ -82,11 +101,37 @@ def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
     return path
 
 
-def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
+def _link_new(tmp: str, path: Path) -> None:
+    """Put the finished file ``tmp`` at ``path`` only if nothing is there; ``tmp`` is gone after."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise OutputExistsError(path) from None
+    except OSError as error:
+        if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+        # no hard links on this file system: reserve the name exclusively, then rename over the reservation
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            raise OutputExistsError(path) from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
+
+
+def write_error(error: OSError | OutputPathError) -> str:
+    """One line for a failed write: the file and why (a full disk, a file another run wrote)."""
+    if isinstance(error, OutputPathError):
+        return str(error)
+    return f"cannot write {error.filename}: {error.strerror or error}"
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any, *, exclusive: bool = False) -> Path:
     """Write ``obj`` as indented JSON (values JSON cannot hold as their ``str()``) through
     :func:`write_atomic`, so a reader never sees a half-written report; returns the path."""
     text = json.dumps(obj, indent=2, default=str) + "\n"
-    return write_atomic(path, lambda file: file.write(text.encode()))
+    return write_atomic(path, lambda file: file.write(text.encode()), exclusive=exclusive)
 
 
 def non_regular_kind(path: Path) -> str | None:

@@ -7,11 +7,16 @@ does not have.
 shared node there: linear time) and counts its size with every alias followed before OmegaConf
 sees it; YAML tags that name Python objects (``!!python/object``) are refused by OmegaConf's safe
 loader.
+
+Hydra reads the configs it composes with that same unbounded loader, so :func:`check_config_tree`
+reads every YAML of a user's config folders (``UNILAB_PATH``) within bounds before Hydra does.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+from pathlib import Path
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
@@ -66,6 +71,37 @@ def load_bounded_yaml(path: str | os.PathLike, what: str, max_bytes: int, max_va
     if not isinstance(cfg, DictConfig):
         raise YamlFileError(f"{path} is not a mapping of config keys (found a {type(cfg).__name__})")
     return cfg
+
+
+CONFIG_MAX_BYTES = 1 << 20
+"""Largest YAML config of a user's config folder (the project's largest task config has 8 kB)."""
+
+CONFIG_MAX_VALUES = 200_000
+"""Most values of one config once its aliases are followed (the project's have a few hundred)."""
+
+_checked: dict[Path, tuple[int, int]] = {}
+"""Config files read within bounds already, with their ``(mtime_ns, size)`` then."""
+
+
+def check_config_tree(folders: Iterable[Path]) -> None:
+    """Read every ``*.yaml`` under ``folders`` within bounds (:func:`load_bounded_yaml`), so that
+    Hydra, which follows YAML aliases without end, composes none that would hang it. Files already
+    read unchanged are skipped.
+
+    Raises:
+        YamlFileError: a file too large, not YAML, a bomb of aliases or not a mapping; one line
+            naming the file.
+    """
+    for folder in folders:
+        for path in sorted(Path(folder).rglob("*.yaml")):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue  # gone, or unreadable: Hydra names it if the config needs it
+            if _checked.get(path) == (stat.st_mtime_ns, stat.st_size):
+                continue
+            load_bounded_yaml(path, "a config of a UNILAB_PATH folder", CONFIG_MAX_BYTES, CONFIG_MAX_VALUES)
+            _checked[path] = (stat.st_mtime_ns, stat.st_size)
 
 
 class _RecursiveAlias(Exception):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from unilab_gpu.managers.action_term import ActionTerm
@@ -73,6 +74,34 @@ class JointPositionAction(ActionTerm):
             self._span_soft_joint_limits(env, bounds, soft_limit_ratio, cols)
         if reference_command is not None:
             self._follow_reference(env, reference_command, cols)
+        self._watch_torque_demand(env, ids, cols)
+
+    def _watch_torque_demand(self, env: EnvView, ids: list[int], cols: torch.Tensor) -> None:
+        """Count, every step, the share of force-limited actuators whose PD torque at the new targets
+        reaches the motor's limit: ``|kp (target - q) - kv qdot| >= effort`` at the control step's
+        start (stats ``actions/torque_limit_share``; docs/robots.md, "Torque demand")."""
+        m = env.sim.mj_model
+        limited = [bool(m.actuator_forcelimited[a]) for a in ids]
+        as_tensor = lambda values: torch.tensor(values, dtype=torch.float32, device=env.device)  # noqa: E731
+        self._kp = as_tensor([float(m.actuator_gainprm[a, 0]) for a in ids])
+        self._kv = as_tensor([-float(m.actuator_biasprm[a, 2]) for a in ids])
+        self._effort = as_tensor(
+            [
+                float(np.abs(m.actuator_forcerange[a]).min()) if lim else np.inf
+                for a, lim in zip(ids, limited, strict=True)
+            ]
+        )
+        self._joint_cols = cols
+        self._robot = env.robot
+        self._at_limit = env.stats.add_step_mean(TORQUE_LIMIT_SHARE)
+
+    def targets(self, action: torch.Tensor) -> torch.Tensor:
+        target = super().targets(action)
+        q = self._robot.joint_pos[:, self._joint_cols]
+        qd = self._robot.joint_vel[:, self._joint_cols]
+        demand = (self._kp * (target - q) - self._kv * qd).abs()
+        self._at_limit.add_((demand >= self._effort).float().mean())
+        return target
 
     def _span_soft_joint_limits(self, env: EnvView, bounds: str, ratio: float, cols: torch.Tensor) -> None:
         """``bounds: joint_limits``: -1 / 0 / +1 -> soft lower limit / default pose / soft upper limit."""
@@ -169,6 +198,10 @@ def per_actuator_scale(scale: Any, names: list[str]) -> list[float]:
     if bad:
         raise ValueError(f"scale: must be non-zero numbers, got {bad}")
     return [float(v) for v in values]
+
+
+TORQUE_LIMIT_SHARE = "actions/torque_limit_share"
+"""Stats key: the share of actuator-steps whose PD torque demand reaches the motor's limit."""
 
 
 def _effort_over_kp(m, actuator: int, name: str) -> float:

@@ -143,7 +143,8 @@ def sim2sim_report(
     }
 
 
-def write_report(path: str | Path, report: dict[str, Any]) -> None:
+def write_report(path: str | Path, report: dict[str, Any], exclusive: bool = False) -> None:
     """Write ``report`` to ``path`` as JSON, atomically (a reader never sees half of it), its paths
-    inside the checkout relative to it (a committed report names no path of this machine)."""
-    write_json_atomic(path, portable_paths(report))
+    inside the checkout relative to it (a committed report names no path of this machine);
+    ``exclusive``: only if no file is there (:func:`~unilab_gpu.utils.files.write_atomic`)."""
+    write_json_atomic(path, portable_paths(report), exclusive=exclusive)
