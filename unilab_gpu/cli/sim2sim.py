@@ -238,8 +238,7 @@ def _robustness(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
             print(f"report: {args.out}")
         if args.plot is not None:
             figure = plot_grid(report)
-            png = lambda file: figure.savefig(file, format="png", dpi=110)  # noqa: E731
-            write_atomic(args.plot, png, exclusive=not args.force)
+            write_atomic(args.plot, lambda file: figure.savefig(file, format="png", dpi=110), exclusive=not args.force)
             print(f"heat map: {args.plot}")
     except (OSError, OutputPathError) as error:  # a full disk, or a concurrent run wrote the file first
         print(f"unilab-sim2sim: error: {write_error(error)}; that file not written", file=sys.stderr)
