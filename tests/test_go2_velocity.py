@@ -20,9 +20,7 @@ FOUR_CLOCKS = [f"+observations.policy.terms.gait_phase.params={{phase_offsets: {
 
 @pytest.fixture(scope="module")
 def env():
-    return make_env(
-        "go2_velocity_play", num_envs=4, device="cpu", compile=False, overrides=FOUR_CLOCKS, announce=False
-    )
+    return make_env("go2_velocity_play", num_envs=4, device="cpu", compile=False, overrides=FOUR_CLOCKS, announce=False)
 
 
 def _term(manager, name):
@@ -81,11 +79,23 @@ def test_trot_feet_phase_against_hand_computed_targets(env) -> None:
 
 def test_feet_phase_bad_input_names_the_key() -> None:
     with pytest.raises(ValueError, match=r"FeetPhase phase_offsets: give one offset per foot for 4 site_names"):
-        make_env("go2_velocity", num_envs=1, device="cpu", compile=False, announce=False,
-                 overrides=["~rewards.feet_phase.params.phase_offsets"])
+        make_env(
+            "go2_velocity",
+            num_envs=1,
+            device="cpu",
+            compile=False,
+            announce=False,
+            overrides=["~rewards.feet_phase.params.phase_offsets"],
+        )
     with pytest.raises(ValueError, match=r"FeetPhase phase_offsets: expected one offset per site \(4\), got 2"):
-        make_env("go2_velocity", num_envs=1, device="cpu", compile=False, announce=False,
-                 overrides=["rewards.feet_phase.params.phase_offsets=[0.0,3.14]"])
+        make_env(
+            "go2_velocity",
+            num_envs=1,
+            device="cpu",
+            compile=False,
+            announce=False,
+            overrides=["rewards.feet_phase.params.phase_offsets=[0.0,3.14]"],
+        )
 
 
 def test_deploy_twin_agrees_with_the_env_on_four_clocks(env, tmp_path) -> None:
@@ -100,11 +110,16 @@ def test_deploy_twin_agrees_with_the_env_on_four_clocks(env, tmp_path) -> None:
     from unilab_gpu.rl.sac import SacAgent, SacConfig
 
     torch.manual_seed(0)
-    one = make_env("go2_velocity_play", num_envs=1, device="cpu", compile=False, seed=1, overrides=FOUR_CLOCKS,
-                   announce=False)
+    one = make_env(
+        "go2_velocity_play", num_envs=1, device="cpu", compile=False, seed=1, overrides=FOUR_CLOCKS, announce=False
+    )
     dims = one.observation_dims
-    agent = SacAgent(SacConfig(actor_hidden_dims=(32, 16), critic_hidden_dims=(8,), compile=False),
-                     dims["policy"], dims["critic"], 12)
+    agent = SacAgent(
+        SacConfig(actor_hidden_dims=(32, 16), critic_hidden_dims=(8,), compile=False),
+        dims["policy"],
+        dims["critic"],
+        12,
+    )
     torch.nn.init.normal_(agent.actor.net[-1].weight, std=0.1)
     path = export_agent(one, agent, "go2_velocity_play", "sac", tmp_path / "go2.onnx", FOUR_CLOCKS)
     policy = PolicyFile(path)

@@ -1,6 +1,5 @@
 """Every supported motion format round-trips to the canonical clip; auto-detection; the real clip."""
 
-
 import numpy as np
 import pytest
 import torch

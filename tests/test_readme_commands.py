@@ -1,6 +1,6 @@
 """CI runs the README's commands and nothing else: a newcomer's fresh clone sees what CI sees.
 
-``.ci/run`` marks the lines it takes from the README (``# README: install``, ``# README: test``);
+``.ci/run`` marks the lines it takes from the README (``# README: install``, ``lint``, ``test``);
 the test line must be the README's character for character and nothing may be exported around
 it, so whatever the tests need (one torch thread per worker) is set by the suite itself.
 """
@@ -32,6 +32,12 @@ def test_ci_runs_the_readme_test_command_exactly() -> None:
     test_lines = [c for c in readme_commands() if c.startswith("pytest")]
     assert test_lines == ["pytest -q -n 2 --dist loadfile"], test_lines
     assert ci_line("test") == test_lines[0]
+
+
+def test_ci_lints_as_the_readme_says() -> None:
+    lint = [c for c in readme_commands() if c.startswith("ruff")]
+    assert lint == ["ruff check . && ruff format --check ."], lint
+    assert ci_line("lint") == lint[0]
 
 
 def test_ci_installs_as_the_readme_says() -> None:

@@ -167,9 +167,10 @@ def test_the_training_terrain_overrides_give_way_to_the_evaluation_terrain() -> 
     assert [o for o in overrides if o.lstrip("+").startswith("terrain")][:1] == ["terrain=slopes_stairs_eval"]
     assert "commands.twist.params.heading_fraction=1.0" in overrides
     cfg = load_task_cfg("go2_velocity_rough", overrides)  # composed: no curriculum key lands on a null one
-    assert cfg.terrain.curriculum is None and cfg.terrain.num_cols == load_task_cfg(
-        "go2_velocity_rough", ["terrain=slopes_stairs_eval"]
-    ).terrain.num_cols
+    assert (
+        cfg.terrain.curriculum is None
+        and cfg.terrain.num_cols == load_task_cfg("go2_velocity_rough", ["terrain=slopes_stairs_eval"]).terrain.num_cols
+    )
 
 
 TWO_LEVELS = """\

@@ -196,7 +196,7 @@ def _terrain(args: argparse.Namespace, argv: list[str], trained, device: str) ->
             _print_terrain_row(prefix + name, row)
     share = report.get("torque_limit_share")
     if share is not None:
-        print(f"  torque demand at the motor limit: {share:.1%} of actuator-steps (docs/robots.md, \"Torque demand\")")
+        print(f'  torque demand at the motor limit: {share:.1%} of actuator-steps (docs/robots.md, "Torque demand")')
     failed = _write(args, report)
     if failed:
         return failed

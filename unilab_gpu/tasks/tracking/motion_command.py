@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from unilab_gpu.managers.env_view import EnvView
     from unilab_gpu.managers.reset_staging import ResetStaging
 
+
 def _keyframe_qpos(model, name: str | None, key: str) -> np.ndarray:
     """``qpos (nq,)`` of the model's keyframe ``name``, or a one-line error naming ``key``."""
     names = [model.key(k).name for k in range(model.nkey)]

@@ -17,9 +17,7 @@ def velocity_command(env: EnvView, command_name: str = "twist") -> torch.Tensor:
     return env.command_manager.get(command_name).command
 
 
-def gait_phase(
-    env: EnvView, command_name: str = "twist", phase_offsets: list[float] | None = None
-) -> torch.Tensor:
+def gait_phase(env: EnvView, command_name: str = "twist", phase_offsets: list[float] | None = None) -> torch.Tensor:
     """``[sin(phi + o_f), cos(phi + o_f)]`` per foot offset ``o_f``, foot after foot, ``(num_envs, 2 N)``.
 
     ``phi`` is the command's gait phase; the default (no offsets) observes it alone,
