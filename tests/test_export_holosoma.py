@@ -258,7 +258,7 @@ def round_trip(exported, tmp_path_factory):
     env, agent, _, _ = exported
     agent = copy.deepcopy(agent)  # its actor's output layer starts at zero: make the action read the observation
     torch.manual_seed(1)
-    torch.nn.init.normal_(agent.actor.net[-1].weight, std=0.3)
+    torch.nn.init.normal_(agent.actor.net[-1].weight, std=0.05)  # targets inside the joint limits
     folder = tmp_path_factory.mktemp("round_trip")
     kinematics = RobotKinematics(env.sim.mj_model)
     save_motion(synthesize_clip(seconds=1.0, seed=5, fps=1.0 / env.step_dt, kinematics=kinematics), folder / "m.npz")
@@ -293,7 +293,7 @@ def _targets_side_by_side(native_path, holo_path, reference, lead=None, steps=8,
     # One previous action for both: ours a0 (residual about the reference observed a step before),
     # holosoma's the action that commands the same target about its default angles.
     native_meta, holo_meta = native.metadata, holo.metadata
-    a0 = 0.3 * rng.normal(size=native_meta["action_dim"])
+    a0 = 0.05 * rng.normal(size=native_meta["action_dim"])
     previous_ref = dict(zip(reference.joint_names, reference.joint_pos[start - 1], strict=True))
     target0 = {n: previous_ref[n] + s * a for n, s, a in
                zip(native_meta["joint_names"], native_meta["action_scale"], a0, strict=True)}  # fmt: skip
@@ -318,13 +318,13 @@ def test_round_trip_through_our_holosoma_format(round_trip):
     native, holo, reference, _ = round_trip
     assert open_policy(holo).time_step_lead == 1 and open_policy(holo).metadata["format"] == "holosoma"
     records = _targets_side_by_side(native, holo, reference)
-    for (target_native, root_native), (target_holo, root_holo) in records:
-        np.testing.assert_allclose(target_holo, target_native, atol=1e-4)
-        np.testing.assert_allclose(root_holo, root_native, atol=1e-4)
+    for step, ((target_native, root_native), (target_holo, root_holo)) in enumerate(records):
+        np.testing.assert_allclose(target_holo, target_native, atol=1e-4, err_msg=f"control step {step}")
+        np.testing.assert_allclose(root_holo, root_native, atol=1e-4, err_msg=f"control step {step}")
     # The same file read with holosoma training's timing (time_step = the observed frame) is told the
     # wrong frame: it recovers its previous action against the wrong reference, and its targets move.
     wrong = _targets_side_by_side(native, holo, reference, lead=0)
-    assert max(np.abs(h[0] - n[0]).max() for n, h in wrong) > 1e-3
+    assert max(np.abs(h[0] - n[0]).max() for n, h in wrong) > 5e-4
 
 
 def test_sim2sim_runs_the_holosoma_export(round_trip, capsys):
