@@ -1,21 +1,26 @@
 """``unilab-export --convention holosoma``: our tracking policy in holosoma's whole-body-tracking ONNX.
 
 Checked with onnxruntime against independent computations: the file has holosoma's input and
-output names and shapes and metadata keys; the embedded motion equals the env's clip at every
-``time_step`` (and holds the last frame); and, stepping the env with our policy, holosoma's
-observation built here from the simulator state as holosoma-inference builds it (sorted terms,
-its default angles, its previous output fed back, the reference one frame behind ``time_step``)
-gives back our policy observation, and the file's actions command the targets the env applied.
+output names and shapes and metadata keys (its joint order the one holosoma's own G1 files carry);
+the embedded motion equals the env's clip at every ``time_step`` (and holds the last frame); and,
+stepping the env with our policy, holosoma's observation built here from the simulator state as
+holosoma-inference builds it (sorted terms, its default angles, its previous output fed back, the
+reference one frame behind ``time_step``) gives back our policy observation, and the file's
+actions command the targets the env applied.
+The round trip: the file run by the deploy runtime's holosoma format commands the targets of the
+same policy's native export in the native runtime; ``unilab-sim2sim --format holosoma`` runs it.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import mujoco
 import numpy as np
 import pytest
 import torch
@@ -25,6 +30,10 @@ pytest.importorskip("onnxscript")
 import onnxruntime  # noqa: E402
 
 from unilab_gpu.cli.export import main as export_main  # noqa: E402
+from unilab_gpu.cli.sim2sim import main as sim2sim_main  # noqa: E402
+from unilab_gpu.deploy import Controller, ReferenceMotion  # noqa: E402
+from unilab_gpu.deploy.foreign import ForeignPolicy, open_policy  # noqa: E402
+from unilab_gpu.deploy.policy_file import PolicyFile  # noqa: E402
 from unilab_gpu.envs.make_env import make_env  # noqa: E402
 from unilab_gpu.export.export_run import export_agent  # noqa: E402
 from unilab_gpu.export.holosoma import (  # noqa: E402
@@ -35,8 +44,9 @@ from unilab_gpu.export.holosoma import (  # noqa: E402
 )
 from unilab_gpu.export.metadata import deployment_metadata  # noqa: E402
 from unilab_gpu.export.policy import deterministic_policy  # noqa: E402
-from unilab_gpu.motion import save_motion, synthesize_clip  # noqa: E402
+from unilab_gpu.motion import load_motion, save_motion, synthesize_clip  # noqa: E402
 from unilab_gpu.motion.kinematics import RobotKinematics  # noqa: E402
+from unilab_gpu.paths import robot_asset  # noqa: E402
 from unilab_gpu.rl.sac import SacAgent, SacConfig  # noqa: E402
 
 TASK = "g1_tracking_no_state_estimation"
@@ -93,6 +103,22 @@ def test_names_shapes_and_metadata(exported):
     # holosoma's tracking class builds its kinematics from the robot's URDF: ours, every hinge by name.
     urdf_joints = ET.fromstring(meta["robot_urdf"]).findall("joint")
     assert {j.get("name") for j in urdf_joints if j.get("type") != "fixed"} == set(DOF)
+
+
+def test_joint_order_and_defaults_are_holosomas(exported):
+    """The joint order the export writes and the default angles it builds on are the deploy format's
+    (one copy), and that order is the one holosoma's own G1 files carry."""
+    _, _, session, _ = exported
+    meta = {k: json.loads(v) for k, v in session.get_modelmeta().custom_metadata_map.items()}
+    assert meta["time_step_lead"] == 1
+    fmt_defaults = json.loads((ROOT / "unilab_gpu" / "deploy" / "formats" / "holosoma.json").read_text())
+    fmt_defaults = fmt_defaults["default_joint_pos"]
+    assert meta["unilab"]["default_dof_angles"] == [fmt_defaults[n] for n in meta["dof_names"]]
+    peer = ROOT.parent / "shared" / "peers" / "holosoma" / "fastsac_g1_29dof_dancing.onnx"
+    if not peer.is_file():
+        pytest.skip(f"holosoma's dance policy is not at {peer} (../shared/peers/holosoma/README.md)")
+    theirs = onnxruntime.InferenceSession(str(peer), providers=["CPUExecutionProvider"]).get_modelmeta()
+    assert meta["dof_names"] == json.loads(theirs.custom_metadata_map["dof_names"])
 
 
 def test_embedded_motion_is_the_clip(exported):
@@ -223,6 +249,91 @@ def test_holosomas_own_policy_class_commands_our_targets(exported, tmp_path):
     to_actuators = [DOF.index(model.joint(int(model.actuator_trnid[a, 0])).name) for a in range(model.nu)]
     q_target = np.load(out)["q_target"]
     np.testing.assert_allclose(q_target[:, to_actuators], np.array([r["ctrl"] for r in records]), atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def round_trip(exported, tmp_path_factory):
+    """The fixture's policy exported twice, natively and in holosoma's convention around one short
+    clip (50 fps, the control rate), and that clip as the deploy runtime takes it."""
+    env, agent, _, _ = exported
+    agent = copy.deepcopy(agent)  # its actor's output layer starts at zero: make the action read the observation
+    torch.manual_seed(1)
+    torch.nn.init.normal_(agent.actor.net[-1].weight, std=0.05)  # targets inside the joint limits
+    folder = tmp_path_factory.mktemp("round_trip")
+    kinematics = RobotKinematics(env.sim.mj_model)
+    save_motion(synthesize_clip(seconds=1.0, seed=5, fps=1.0 / env.step_dt, kinematics=kinematics), folder / "m.npz")
+    native = export_agent(env, agent, TASK, "sac", folder / "native.onnx")
+    holo = export_agent(env, agent, TASK, "sac", folder / "holo.onnx", convention="holosoma", motion=folder / "m.npz")
+    clip = load_motion(folder / "m.npz", kinematics=kinematics, fps=1.0 / env.step_dt)
+    reference = ReferenceMotion(clip.fps, clip.joint_names, clip.body_names, **clip.arrays())
+    return native, holo, reference, folder
+
+
+def _targets_side_by_side(native_path, holo_path, reference, lead=None, steps=8, start=6):
+    """Run the native export (native runtime) and the holosoma export (the runtime's holosoma format)
+    from one perturbed reference state, each on its own ``MjData``; per control step both targets by
+    joint name (holosoma's ``dof_names`` order) and both root states."""
+    model = mujoco.MjModel.from_xml_path(str(robot_asset("g1")))
+    native, holo = open_policy(native_path), open_policy(holo_path)
+    assert isinstance(native, PolicyFile) and isinstance(holo, ForeignPolicy)
+    if lead is not None:
+        holo.time_step_lead = lead
+    controllers = [Controller(native, model, reference), Controller(holo, model, reference)]
+    rng = np.random.default_rng(1)
+    datas = []
+    qpos, qvel = reference.state(start)  # clip joint order
+    joints = [model.joint(n) for n in reference.joint_names]
+    for ctl in controllers:
+        data = mujoco.MjData(model)
+        data.qpos[:7], data.qvel[:6] = qpos[:7], qvel[:6]
+        data.qpos[[j.qposadr[0] for j in joints]] = qpos[7:] + 0.05 * np.random.default_rng(2).normal(size=len(joints))
+        data.qvel[[j.dofadr[0] for j in joints]] = qvel[6:]
+        ctl.reset(data, time=start / reference.fps)
+        datas.append(data)
+    # One previous action for both: ours a0 (residual about the reference observed a step before),
+    # holosoma's the action that commands the same target about its default angles.
+    native_meta, holo_meta = native.metadata, holo.metadata
+    a0 = 0.05 * rng.normal(size=native_meta["action_dim"])
+    previous_ref = dict(zip(reference.joint_names, reference.joint_pos[start - 1], strict=True))
+    target0 = {n: previous_ref[n] + s * a for n, s, a in
+               zip(native_meta["joint_names"], native_meta["action_scale"], a0, strict=True)}  # fmt: skip
+    controllers[0].context.last_action[:] = a0
+    controllers[1].context.last_action[:] = [
+        (target0[n] - d) / s for n, d, s in
+        zip(holo_meta["joint_names"], holo_meta["action_offset"], holo_meta["action_scale"], strict=True)
+    ]  # fmt: skip
+    records = []
+    for _ in range(steps):
+        row = []
+        for ctl, data in zip(controllers, datas, strict=True):
+            by_name = dict(zip(ctl.metadata["joint_names"], ctl.step(data).target, strict=True))
+            row.append((np.array([by_name[n] for n in DOF]), data.qpos[:7].copy()))
+        records.append(row)
+    return records
+
+
+def test_round_trip_through_our_holosoma_format(round_trip):
+    """The holosoma export, detected as format holosoma (inference timing from its metadata) and run by
+    the deploy runtime, commands the native export's targets in the native runtime, step by step."""
+    native, holo, reference, _ = round_trip
+    assert open_policy(holo).time_step_lead == 1 and open_policy(holo).metadata["format"] == "holosoma"
+    records = _targets_side_by_side(native, holo, reference)
+    for step, ((target_native, root_native), (target_holo, root_holo)) in enumerate(records):
+        np.testing.assert_allclose(target_holo, target_native, atol=1e-4, err_msg=f"control step {step}")
+        np.testing.assert_allclose(root_holo, root_native, atol=1e-4, err_msg=f"control step {step}")
+    # The same file read with holosoma training's timing (time_step = the observed frame) is told the
+    # wrong frame: it recovers its previous action against the wrong reference, and its targets move.
+    wrong = _targets_side_by_side(native, holo, reference, lead=0)
+    assert max(np.abs(h[0] - n[0]).max() for n, h in wrong) > 5e-4
+
+
+def test_sim2sim_runs_the_holosoma_export(round_trip, capsys):
+    _, holo, _, folder = round_trip
+    report = folder / "report.json"
+    sim2sim_main([str(holo), "--format", "holosoma", "--seconds", "1.0", "--out", str(report)])
+    data = json.loads(report.read_text())
+    assert data["format"] == "holosoma" and data["algo"] == "holosoma tracking" and data["seconds"] == 1.0
+    assert len(data["per_second"]) == 1 and "holosoma tracking policy" in capsys.readouterr().out
 
 
 def test_a_policy_with_state_estimated_terms_is_refused():

@@ -178,7 +178,8 @@ class Controller:
 
     def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The bounded action ``(action_dim,)`` of the policy for ``obs`` and its joint targets."""
-        # A network with a time_step input (a foreign tracking format) is told the reference frame.
+        # A network with a time_step input (a foreign tracking format) is told the reference frame it observes
+        # (ForeignPolicy adds its format's time_step_lead).
         raw = (self.policy(obs, self.context.frame) if self.policy.reads_time_step else self.policy(obs)).astype(
             np.float64
         )

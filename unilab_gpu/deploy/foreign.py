@@ -5,8 +5,9 @@ code needs (joint names, gains, perhaps command ranges); the rest of its contrac
 framework's code. A *format* (``formats/<name>.json``) writes that contract down once:
 
 - ``detect.metadata_keys``: the metadata keys that identify a file of the format;
-- ``metadata``: where the joint order, actuator names, ``kp``/``kd`` and command ranges sit in the
-  file's metadata (JSON values, by key);
+- ``metadata``: where the joint order, actuator names, ``kp``/``kd``, command ranges and a
+  tracking file's own ``time_step_lead`` sit in the file's metadata (JSON values, by key; the
+  last two may be absent);
 - ``default_joint_pos``, ``effort_limit``: by joint name (mapped onto the file's joint order);
 - ``control_dt``, ``physics_dt``, ``action_clip`` (the raw action is clipped to ``+-action_clip``
   and that clipped action is what the next observation's ``actions`` term shows);
@@ -16,17 +17,20 @@ framework's code. A *format* (``formats/<name>.json``) writes that contract down
   role (a file's input names pick its kind), the project task whose failure terminations judge it
   (``judged_as_task``), the ``action_scale`` rule (``scalar``: ``value x action``;
   ``effort_limit_over_kp``: ``value x effort_limit / kp`` per joint), a velocity policy's
-  ``gait_period_s``, a tracking policy's ``anchor_body`` and ``tracked_bodies``, and the
+  ``gait_period_s``, a tracking policy's ``anchor_body``, ``tracked_bodies`` and ``time_step_lead``
+  (the network is told ``time_step = frame + time_step_lead`` when it observes reference frame
+  ``frame``: 0 where the framework's training shows frame ``k`` at ``time_step`` ``k``, 1 where a
+  deploy loop feeds back the reference the previous call returned), and the
   observation ``terms``: name, ``dim``, ``scale``, the runtime ``reader`` (a key of
   :data:`.terms.TERMS`) and its ``params`` (e.g. the gait clock's per-foot offsets and
   ``lead_steps``: 1 where the framework advances its clock before observing).
 
 :class:`ForeignPolicy` turns a file and its format into the metadata :class:`~.controller.Controller`
 reads (``format`` names it), so the control step, the checks of the MJCF and sim-to-sim are the
-project's own. A tracking format's network takes a ``time_step`` input (the controller passes the
-reference frame it observes) and returns the reference it was trained on; the training side reads
-that reference out (``unilab-motion from-onnx``, :mod:`unilab_gpu.motion.policy_reference`), and
-``unilab-sim2sim`` follows it.
+project's own. A tracking format's network takes a ``time_step`` input (the reference frame the
+controller observes plus the timing's ``time_step_lead``) and returns the reference it was trained
+on; the training side reads that reference out (``unilab-motion from-onnx``,
+:mod:`unilab_gpu.motion.policy_reference`), and ``unilab-sim2sim`` follows it.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ from .terms import MOTION_COMMAND, TERMS, VELOCITY_COMMAND
 
 FORMATS = Path(__file__).with_name("formats")
 """The folder of the format files, one ``<name>.json`` each."""
+
+OPTIONAL_ROLES = ("command_ranges", "time_step_lead")
+"""The ``metadata`` roles a file may lack (``None``: no command ranges; the kind's ``time_step_lead``)."""
 
 NATIVE = "unilab"
 """The format name of the project's own exports (``unilab-export`` metadata)."""
@@ -100,8 +107,8 @@ class ForeignPolicy:
     """A policy file of a foreign format (:mod:`.foreign`), with the metadata the controller reads.
 
     ``policy(obs)`` maps ``(observation_dim,)`` float32 to the action ``(action_dim,)``;
-    ``policy(obs, time_step)`` for a network that takes a ``time_step`` input
-    (:attr:`reads_time_step`).
+    ``policy(obs, frame)`` for a network that takes a ``time_step`` input (:attr:`reads_time_step`),
+    ``obs`` showing reference frame ``frame``: the network is told ``frame + time_step_lead``.
 
     Raises:
       DeploymentError: the format has no kind with the file's inputs, the metadata lacks a key the
@@ -124,7 +131,11 @@ class ForeignPolicy:
         spec = fmt["kinds"][self.kind]
         self._inputs, self._outputs = spec["inputs"], spec["outputs"]
         self.reads_time_step = "time_step" in self._inputs
-        self.metadata = _metadata(fmt, self.kind, _values(raw, fmt, path), path)
+        values = _values(raw, fmt, path)
+        lead = values.get("time_step_lead")
+        self.time_step_lead = _lead(spec.get("time_step_lead", 0) if lead is None else lead, path)
+        """Control steps the ``time_step`` the network is told leads the reference frame it observes."""
+        self.metadata = _metadata(fmt, self.kind, values, path)
         check_metadata(self.metadata, path)
         width = inputs[self._inputs["observation"]].shape[-1]
         if isinstance(width, int) and width != self.metadata["observation_dim"]:
@@ -134,10 +145,10 @@ class ForeignPolicy:
                 f"{self.metadata['observation_dim']} ({terms})"
             )
 
-    def __call__(self, obs: np.ndarray, time_step: int = 0) -> np.ndarray:
+    def __call__(self, obs: np.ndarray, frame: int = 0) -> np.ndarray:
         feed = {self._inputs["observation"]: np.asarray(obs, dtype=np.float32).reshape(1, -1)}
         if self.reads_time_step:
-            feed[self._inputs["time_step"]] = np.array([[time_step]], dtype=np.float32)
+            feed[self._inputs["time_step"]] = np.array([[frame + self.time_step_lead]], dtype=np.float32)
         return self._session.run([self._outputs["action"]], feed)[0].reshape(-1)
 
 
@@ -146,7 +157,7 @@ def _values(raw: dict[str, str], fmt: dict[str, Any], path: str | os.PathLike) -
     values = {}
     for role, key in fmt["metadata"].items():
         if key not in raw:
-            if role == "command_ranges":
+            if role in OPTIONAL_ROLES:
                 values[role] = None
                 continue
             raise DeploymentError(f"{path}: metadata lacks '{key}' (format '{fmt['name']}' reads its {role} there)")
@@ -155,6 +166,12 @@ def _values(raw: dict[str, str], fmt: dict[str, Any], path: str | os.PathLike) -
         except json.JSONDecodeError:
             raise DeploymentError(f"{path}: metadata '{key}' is not JSON: {raw[key][:60]!r}") from None
     return values
+
+
+def _lead(value: Any, path: str | os.PathLike) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value not in (0, 1):
+        raise DeploymentError(f"{path}: time_step_lead is {value!r}, expected 0 or 1 (control steps)")
+    return value
 
 
 def _by_joint(fmt: dict[str, Any], key: str, joints: list[str], path: str | os.PathLike) -> list[float]:

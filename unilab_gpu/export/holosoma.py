@@ -17,6 +17,9 @@ the last frame is held past the end. Metadata: ``dof_names``, ``kp``, ``kd``, ``
   the metadata, its own default angles (:data:`HOLOSOMA_G1_DEFAULT_DOF_ANGLES`);
 - advances ``time_step`` by one per call once the clip is started, so the call at ``time_step =
   t`` observes the reference of frame ``t - 1`` (the previous call's output; frame 0 at ``t = 0``).
+  holosoma's training shows frame ``k`` at ``time_step`` ``k`` instead; the file declares the
+  inference timing it assumes in a ``time_step_lead`` metadata key (:data:`TIME_STEP_LEAD`), which
+  the deploy runtime's holosoma format reads (``unilab-sim2sim``, docs/export.md).
 
 :class:`HolosomaTrackingPolicy` wraps our deterministic policy so that it consumes that
 observation: each of our policy terms is rebuilt from the holosoma term that carries the same
@@ -48,30 +51,23 @@ import numpy as np
 import torch
 from torch import nn
 
+from unilab_gpu.deploy.foreign import read_format
 from unilab_gpu.utils.files import write_atomic
 
 CONVENTION = "holosoma"
 
-HOLOSOMA_G1_DOF_NAMES = (
-    "left_hip_pitch_joint", "left_hip_roll_joint", "left_hip_yaw_joint", "left_knee_joint",
-    "left_ankle_pitch_joint", "left_ankle_roll_joint", "right_hip_pitch_joint", "right_hip_roll_joint",
-    "right_hip_yaw_joint", "right_knee_joint", "right_ankle_pitch_joint", "right_ankle_roll_joint",
-    "waist_yaw_joint", "waist_roll_joint", "waist_pitch_joint", "left_shoulder_pitch_joint",
-    "left_shoulder_roll_joint", "left_shoulder_yaw_joint", "left_elbow_joint", "left_wrist_roll_joint",
-    "left_wrist_pitch_joint", "left_wrist_yaw_joint", "right_shoulder_pitch_joint", "right_shoulder_roll_joint",
-    "right_shoulder_yaw_joint", "right_elbow_joint", "right_wrist_roll_joint", "right_wrist_pitch_joint",
-    "right_wrist_yaw_joint",
-)  # fmt: skip
-"""holosoma-inference 0.1.3's G1 29-DoF joint order (robot preset ``g1_29dof``: ``dof_names``)."""
+_FORMAT = read_format(CONVENTION)
+HOLOSOMA_G1_DOF_NAMES = tuple(_FORMAT["default_joint_pos"])
+"""holosoma-inference 0.1.3's G1 29-DoF joint order (robot preset ``g1_29dof``: ``dof_names``), as the
+deploy runtime's format file holds it (``deploy/formats/holosoma.json``, ``default_joint_pos`` in that order)."""
 
-HOLOSOMA_G1_DEFAULT_DOF_ANGLES = (
-    -0.312, 0.0, 0.0, 0.669, -0.363, 0.0,
-    -0.312, 0.0, 0.0, 0.669, -0.363, 0.0,
-    0.0, 0.0, 0.0,
-    0.2, 0.2, 0.0, 0.6, 0.0, 0.0, 0.0,
-    0.2, -0.2, 0.0, 0.6, 0.0, 0.0, 0.0,
-)  # fmt: skip
+HOLOSOMA_G1_DEFAULT_DOF_ANGLES = tuple(float(_FORMAT["default_joint_pos"][name]) for name in HOLOSOMA_G1_DOF_NAMES)
 """Its default angles (rad, ``dof_names`` order): ``dof_pos`` is relative to them and actions add to them."""
+
+TIME_STEP_LEAD = 1
+"""The timing the export assumes, holosoma-inference's (the call at ``time_step = t`` observes the
+reference of frame ``t - 1``), declared in the file's ``time_step_lead`` metadata for the deploy
+runtime's holosoma format (whose default, 0, is holosoma training's timing)."""
 
 REF_BODY = "torso_link"
 """holosoma's reference body (``motion.body_name_ref``): ``ref_pos_xyz``, ``ref_quat_xyzw`` and
@@ -249,8 +245,8 @@ class HolosomaTrackingPolicy(nn.Module):
 def holosoma_metadata(metadata: dict[str, Any], robot_urdf: str) -> dict[str, Any]:
     """The keys holosoma-inference reads, as its files hold them (JSON values, ``dof_names`` order):
     ``robot_urdf`` is the URDF text of our robot model (its tracking policy class computes the
-    reference body's orientation from it, ``export.urdf``); plus ``unilab``, our own deployment
-    metadata of the wrapped policy."""
+    reference body's orientation from it, ``export.urdf``); plus ``time_step_lead`` (the timing
+    assumed, for the deploy runtime) and ``unilab``, our own deployment metadata of the wrapped policy."""
     joints = list(metadata["joint_names"])
     order = [joints.index(n) for n in HOLOSOMA_G1_DOF_NAMES]
     pick = lambda key: [metadata[key][i] for i in order]  # noqa: E731
@@ -261,6 +257,7 @@ def holosoma_metadata(metadata: dict[str, Any], robot_urdf: str) -> dict[str, An
         "action_scale": pick("action_scale"),
         "command_ranges": None,
         "robot_urdf": robot_urdf,
+        "time_step_lead": TIME_STEP_LEAD,
         "unilab": {
             "convention": CONVENTION,
             "default_dof_angles": list(HOLOSOMA_G1_DEFAULT_DOF_ANGLES),

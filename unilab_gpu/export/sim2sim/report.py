@@ -126,6 +126,7 @@ def sim2sim_report(
         "policy": str(scenario.scenario.policy_path),
         "task": meta.get("task"),
         "algo": meta.get("algo"),
+        "format": meta.get("format", "unilab"),
         "mjcf": str(scenario.mjcf),
         "terrain": ground.report(placed=scenario.origin is not None) if ground is not None else None,
         "engine": f"MuJoCo {mujoco.__version__} (C)",
