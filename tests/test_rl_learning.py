@@ -20,8 +20,10 @@ The thresholds are not yet robust to the seed and the thread count (issue 61): t
 spread (tests/data/learning_spread.json, ``python tests/learning_spread.py``, each run in a fresh
 interpreter) has SAC at 1 thread -312 / -424 / -637 for seeds 0 / 1 / 2 (-776 for seed 2 with
 20,000 env steps, so more budget alone does not make seed 2 swing up) and FlashSAC seed 0 at
-1 thread -278, at 2 threads -505 (the issue's measurement). The tests run seed 0 at the suite's
-one thread per worker (tests/conftest.py), where both pass.
+1 thread -278 (compiled: -278 too), at 2 threads -505 (the issue's measurement); PPO
+(tests/test_rsl_rl_ppo.py) -299 / -292 / -357; SAC on two ranks (tests/test_distributed.py,
+threshold -800) -729 / -988 / -654. The tests run seed 0 at the suite's one thread per worker
+(tests/conftest.py), where all pass.
 
 FlashSAC runs as its authors do (actor heads outside the norm projection and near zero at
 start, log-std in [-5, 0], fixed-norm BatchNorm/RMSNorm parameters). What this small budget
