@@ -128,7 +128,7 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert "checkpoint not found" in _one_line_error(capsys, [str(tmp_path / "no_run")])
     if VELOCITY_ONNX.is_file():
         err = _one_line_error(capsys, ["--onnx", str(VELOCITY_ONNX), "--device", "cpu"])
-        assert "'g1_velocity' policy, which follows no motion" in err
+        assert "is a velocity policy (task g1_velocity), which has no clips to track" in err
     not_onnx = tmp_path / "policy.onnx"
     not_onnx.write_bytes(b"not a model")
     assert "not a readable ONNX policy" in _one_line_error(capsys, ["--onnx", str(not_onnx)])
@@ -147,7 +147,7 @@ def test_a_velocity_run_is_refused_in_one_line(tmp_path, capsys):
     assert train_main([*argv, f"run_dir={run}", *TINY_FLASHSAC_OVERRIDES]) == 0
     capsys.readouterr()
     err = _one_line_error(capsys, [str(run), "--device", "cpu"])
-    assert "'g1_velocity' policy, which follows no motion" in err
+    assert "is a velocity policy (task g1_velocity), which has no clips to track" in err
 
 
 def test_periodic_evaluation_writes_tensorboard_and_the_log(tmp_path, capsys):

@@ -93,14 +93,20 @@ class JointPositionAction(ActionTerm):
         )
         self._joint_cols = cols
         self._robot = env.robot
-        self._at_limit = env.stats.add_step_mean(TORQUE_LIMIT_SHARE)
+        # The share is over all the model's actuators: every joint-position term of an env adds its
+        # actuators' part into one accumulator (the first term registers it).
+        self._share_of_actuators = len(ids) / m.nu
+        sums = env.stats.step_sums
+        self._at_limit = (
+            sums[TORQUE_LIMIT_SHARE] if TORQUE_LIMIT_SHARE in sums else env.stats.add_step_mean(TORQUE_LIMIT_SHARE)
+        )
 
     def targets(self, action: torch.Tensor) -> torch.Tensor:
         target = super().targets(action)
         q = self._robot.joint_pos[:, self._joint_cols]
         qd = self._robot.joint_vel[:, self._joint_cols]
         demand = (self._kp * (target - q) - self._kv * qd).abs()
-        self._at_limit.add_((demand >= self._effort).float().mean())
+        self._at_limit.add_((demand >= self._effort).float().mean() * self._share_of_actuators)
         return target
 
     def _span_soft_joint_limits(self, env: EnvView, bounds: str, ratio: float, cols: torch.Tensor) -> None:
