@@ -39,10 +39,7 @@ whose 154 columns are holosoma's terms. Two of our quantities are recovered, not
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +49,6 @@ import torch
 from torch import nn
 
 from unilab_gpu.deploy.foreign import read_format
-from unilab_gpu.utils.files import write_atomic
 
 CONVENTION = "holosoma"
 
@@ -272,29 +268,11 @@ def write_holosoma_onnx(
 ) -> Path:
     """Export ``module`` with holosoma's input and output names and shapes (``[1, ...]``) to
     ``path`` atomically, ``metadata`` as JSON values in ``metadata_props``."""
-    import onnx  # optional dependency
+    from unilab_gpu.export.onnx_policy import write_exported
 
-    from unilab_gpu.export.onnx_policy import drop_stack_traces
-
-    width = module.layout["motion_ref_ori_b"].stop
-    example = (torch.zeros(1, width), torch.zeros(1, 1))
-    registry_log = logging.getLogger("torch.onnx._internal.exporter._registration")
-    level = registry_log.level
-    registry_log.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            program = torch.onnx.export(
-                module, example, input_names=["obs", "time_step"], output_names=list(OUTPUT_NAMES),
-                dynamo=True, verbose=False, external_data=False,
-            )  # fmt: skip
-    finally:
-        registry_log.setLevel(level)
-    model = program.model_proto
-    drop_stack_traces(model)
-    onnx.helper.set_model_props(model, {key: json.dumps(value) for key, value in metadata.items()})
-    onnx.checker.check_model(model)
-    return write_atomic(path, lambda file: file.write(model.SerializeToString()), exclusive=exclusive)
+    example = (torch.zeros(1, module.layout["motion_ref_ori_b"].stop), torch.zeros(1, 1))
+    names = {"input_names": ["obs", "time_step"], "output_names": list(OUTPUT_NAMES)}
+    return write_exported(module, example, metadata, path, exclusive, **names)
 
 
 def gyro_on_root(model: mujoco.MjModel, sensor_names: list[str]) -> bool:

@@ -36,9 +36,33 @@ def write_onnx(
     """Export ``policy`` (``(batch, observation_dim)`` -> actions, on the CPU) to ``path``
     atomically, with ``metadata`` (JSON-serialisable values) in ``metadata_props``; ``exclusive``:
     only if no file is there when it is done (:func:`~unilab_gpu.utils.files.write_atomic`)."""
+    example = torch.zeros(2, observation_dim)  # batch >= 2 so the exporter keeps it symbolic
+    return write_exported(
+        policy,
+        (example,),
+        metadata,
+        path,
+        exclusive,
+        input_names=[INPUT_NAME],
+        output_names=[OUTPUT_NAME],
+        dynamic_shapes=({0: torch.export.Dim("batch")},),
+    )
+
+
+def write_exported(
+    module: nn.Module,
+    example: tuple[torch.Tensor, ...],
+    metadata: dict[str, Any],
+    path: str | os.PathLike,
+    exclusive: bool = False,
+    **export_options: Any,
+) -> Path:
+    """``torch.onnx.export`` (dynamo) of ``module`` at ``example`` with ``export_options`` (names,
+    dynamic shapes), written to ``path`` atomically with ``metadata`` as JSON values in
+    ``metadata_props``, stack traces dropped, checked; ``exclusive`` as in
+    :func:`~unilab_gpu.utils.files.write_atomic`."""
     import onnx  # optional dependency
 
-    example = torch.zeros(2, observation_dim)  # batch >= 2 so the exporter keeps it symbolic
     # The exporter's chatter (deprecations, "torchvision is not installed") is not the user's business.
     registry_log = logging.getLogger("torch.onnx._internal.exporter._registration")
     level = registry_log.level
@@ -47,14 +71,7 @@ def write_onnx(
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             program = torch.onnx.export(
-                policy,
-                (example,),
-                input_names=[INPUT_NAME],
-                output_names=[OUTPUT_NAME],
-                dynamic_shapes=({0: torch.export.Dim("batch")},),
-                dynamo=True,
-                verbose=False,
-                external_data=False,
+                module, example, dynamo=True, verbose=False, external_data=False, **export_options
             )
     finally:
         registry_log.setLevel(level)
