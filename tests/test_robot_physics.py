@@ -14,8 +14,8 @@ from robot_models import biped_xml
 from unilab_gpu.deploy import DeploymentError
 from unilab_gpu.deploy.model_check import check_model
 from unilab_gpu.deploy.physics import apply_physics_options, physics_options
-from unilab_gpu.envs.env_cfg import FeetCfg, ImuCfg, PhysicsCfg, RobotCfg
 from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.envs.robot_cfg import FeetCfg, ImuCfg, PhysicsCfg, RobotCfg
 from unilab_gpu.envs.robot_model import robot_edit
 from unilab_gpu.export.metadata import deployment_metadata
 from unilab_gpu.paths import robot_asset

@@ -20,20 +20,19 @@ frame 0: the one default that changed, for the full-clip success it measured),
 ``blend_in_seconds: 0.0`` with ``blend_in_keyframe: stand`` (no blend, as before) and
 ``termination_curriculum: null`` (the thresholds as written, as before). When the command path could
 simulate a robot's latency and target bias (issue 58) every snapshot's ``actions`` gained
-``delay_steps: null`` and ``target_bias: null`` (neither, as before).
+``delay_steps: null`` and ``target_bias: null`` (neither, as before). When the configs took the short
+``func`` spelling of the project's terms (``mdp.rewards.alive``, issue 59) the snapshots stayed as
+they were: a config's ``func`` is stored in full, as the env resolves it.
+
+A meant change rewrites the snapshots it touches with ``python tests/task_config_snapshots.py --update``
+(:mod:`task_config_snapshots`) and adds its line here.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
-
 import pytest
 import yaml
-
-from unilab_gpu.envs.make_env import load_task_cfg
-
-SNAPSHOTS = Path(__file__).parent / "data" / "task_configs"
+from task_config_snapshots import SNAPSHOTS, UPDATE_COMMAND, resolved, snapshot_of
 
 
 def _ordered(value):
@@ -48,11 +47,14 @@ def _ordered(value):
 @pytest.mark.parametrize("task", sorted(p.stem for p in SNAPSHOTS.glob("*.yaml")))
 def test_resolved_config_equals_the_pre_split_snapshot(task: str) -> None:
     expected = yaml.safe_load((SNAPSHOTS / f"{task}.yaml").read_text())
-    resolved = dataclasses.asdict(load_task_cfg(task))
-    resolved.pop("robot", None)
-    assert resolved.pop("terrain") is None, f"task '{task}' stands on its scene's floor"
-    assert resolved.pop("control_dt") == (None if task == "pendulum" else 0.02)
+    config = resolved(task)
+    assert config["terrain"] is None, f"task '{task}' stands on its scene's floor"
+    assert config["control_dt"] == (None if task == "pendulum" else 0.02)
     assert task == "pendulum" or expected["decimation"] * 0.005 == pytest.approx(0.02)
-    assert list(resolved) == list(expected)
+    config = snapshot_of(config)
+    meant = f"if the change is meant, run `{UPDATE_COMMAND} {task}` and say why in this test's docstring"
+    assert list(config) == list(expected), f"task '{task}': its sections differ from the snapshot; {meant}"
     for key in expected:
-        assert _ordered(resolved[key]) == _ordered(expected[key]), f"task '{task}': '{key}' differs from the snapshot"
+        assert _ordered(config[key]) == _ordered(expected[key]), (
+            f"task '{task}': '{key}' differs from the snapshot; {meant}"
+        )

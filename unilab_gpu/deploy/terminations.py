@@ -4,7 +4,8 @@ run on MuJoCo C (or a robot) is in a state that training would have ended as a f
 Each entry of :data:`TERMINATIONS` builds, once, a :class:`FallCheck` from the termination's
 YAML ``params`` (names, not ids); ``check(data, frame)`` says whether the state in ``data``
 (kinematics current) fails it, ``frame`` being the reference frame the last control step
-followed (tracking). User modules add theirs (:mod:`.registry`, ``TERMINATIONS``).
+followed (tracking). User modules add theirs (:mod:`.registry`, ``TERMINATIONS``). The env
+termination names its twin where it is defined (``@term(deploy=...)``, as :mod:`.terms` explains).
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """NumPy versions of the observation terms the policies read, keyed by the env term's path.
 
+The env term names its twin where it is defined (``@term(deploy=twins.joint_vel)``,
+``unilab_gpu.managers.term_spec``); this runtime imports no torch module, so it keeps the tables
+keyed by path itself, and ``tests/test_term_spec.py`` checks that the two agree.
+
 Each entry of :data:`TERMS` builds, once, a reader ``read(data) -> (d,)`` float64 from the term's
 metadata ``params`` (names resolved to MuJoCo addresses here, not on every step); the reader
 returns what the training env's term of that path returns for one world (before the group's

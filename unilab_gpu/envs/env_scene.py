@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import mujoco
 import torch
 
-from unilab_gpu.envs.env_cfg import RobotCfg
+from unilab_gpu.envs.robot_cfg import RobotCfg
 from unilab_gpu.envs.robot_model import robot_edit
 from unilab_gpu.terrain.curriculum import TerrainCurriculum
 from unilab_gpu.terrain.generator import TerrainCfg, TerrainGrid

@@ -8,31 +8,36 @@ of a whole group is one map::
 
     mirrored[:, k] = sign[k] * x[:, index[k]]          (:class:`MirrorMap`)
 
-resolved here on the cold path, term by term, from a declared rule per term kind
-(:data:`OBSERVATION_RULES`); the hot path is one gather and one multiply. A term without a rule,
-or one whose configuration breaks the symmetry (an asymmetric clip, a default pose or action
-range that is not its own mirror image), is refused with an error naming the term.
+resolved here on the cold path, term by term, from the rule each term declares beside its
+definition (``@term(mirror=...)``, :mod:`unilab_gpu.managers.term_spec`: one of the rules below,
+or ``None`` for a term without a mirror image); the hot path is one gather and one multiply. A term
+without a rule, or one whose configuration breaks the symmetry (an asymmetric clip, a default pose
+or action range that is not its own mirror image), is refused with an error naming the term.
 
 Rules (``m = (1, -1, 1)`` is the reflection, ``s_j`` the joint signs of
 :class:`~unilab_gpu.motion.mirror.RobotMirror`):
 
-=====================  ===============================================================
-term kind              mirror image
-=====================  ===============================================================
-joint vectors          joint ``j`` takes ``s_j`` times the value of its twin
-base-frame vectors     ``(x, -y, z)`` (positions, linear velocities, gravity)
-axial vectors          ``(-x, y, -z)`` (angular velocities)
-rotation columns       ``M R M``: the 6 entries of two columns get ``(+, -, -, +, +, -)``
-tracked bodies         each body's block moves to its twin's, with the rule of its entries
-height scan            the ray at ``(x, y)`` takes the value of the ray at ``(x, -y)``
-velocity command       ``(v_x, -v_y, -omega_z)``
-gait clock             half a cycle later: ``(-sin phi, -cos phi)``
-=====================  ===============================================================
+===============================  ===========================================================
+rule                             mirror image
+===============================  ===========================================================
+``joints``                       joint ``j`` takes ``s_j`` times the value of its twin
+``joints_about_default``         the same, once the default pose is checked to be its own image
+``joint_cos_sin``                ``cos`` of the twin, ``s_j sin`` of the twin
+``reference_joints``             a reference's angles and velocities, joint by joint
+``action``                       the action's own map (:meth:`RobotSymmetry.action`)
+``VECTOR``                       ``(x, -y, z)`` (positions, linear velocities, gravity)
+``imu_sensors``                  ``(x, -y, z)``; gyros ``(-x, y, -z)`` (axial vectors)
+``ROTATION_COLUMNS``             ``M R M``: the 6 entries of two columns get ``(+, -, -, +, +, -)``
+``tracked_bodies(entry_signs)``  each body's block moves to its twin's, with the rule of its entries
+``height_scan``                  the ray at ``(x, y)`` takes the value of the ray at ``(x, -y)``
+``fixed(signs)``                 fixed signs: ``(1, -1, -1)`` for a twist ``(v_x, v_y, omega_z)``
+``gait_clock``                   half a cycle later: ``(-sin phi, -cos phi)``
+===============================  ===========================================================
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -40,7 +45,8 @@ import mujoco
 import numpy as np
 import torch
 
-from unilab_gpu.managers.term_cfg import canonical_func
+from unilab_gpu.managers.term import resolve_callable
+from unilab_gpu.managers.term_spec import spec_of
 from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.mirror import DEFAULT_NAME_PAIRS, REFLECT_AXIAL, REFLECT_VECTOR, RobotMirror
 
@@ -187,7 +193,10 @@ Rule = Callable[[RobotSymmetry, "Term", int, str], tuple[np.ndarray, np.ndarray]
 """``rule(symmetry, term, dim, where) -> (index, sign)`` over the term's own ``dim`` columns."""
 
 
-def _fixed(signs: tuple[float, ...]) -> Rule:
+def fixed(signs: Sequence[float]) -> Rule:
+    """Each column keeps its place, times its sign in ``signs`` (the term is ``len(signs)`` wide)."""
+    signs = tuple(float(sign) for sign in signs)
+
     def rule(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
         if dim != len(signs):
             raise ValueError(f"{where}: expected {len(signs)} columns, got {dim}")
@@ -196,29 +205,29 @@ def _fixed(signs: tuple[float, ...]) -> Rule:
     return rule
 
 
-def _joint_offsets(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+def joints_about_default(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
     return symmetry.joints(where, symmetry.env.robot.default_joint_pos.cpu().numpy())
 
 
-def _joints(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+def joints(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
     return symmetry.joints(where)
 
 
-def _joint_cos_sin(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+def joint_cos_sin(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
     pair, sign = symmetry.joints(where)
     return np.concatenate([pair, pair + len(pair)]), np.concatenate([np.ones_like(sign), sign])
 
 
-def _motion_command(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+def reference_joints(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
     pair, sign = symmetry.joints(where)  # absolute reference angles and velocities: no default pose involved
     return np.concatenate([pair, pair + len(pair)]), np.concatenate([sign, sign])
 
 
-def _last_action(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+def action(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
     return symmetry.action()
 
 
-def _sensor(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+def imu_sensors(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
     names = term.cfg.params.get("sensor_names", [])
     names = [names] if isinstance(names, str) else list(names)
     model, sim = symmetry.model, symmetry.env.sim
@@ -240,7 +249,7 @@ def _sensor(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[
     return np.arange(dim), np.concatenate(signs) if signs else np.ones(0)
 
 
-def _gait_clock(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+def gait_clock(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
     if term.cfg.params.get("phase_offsets") is not None:
         raise ValueError(
             f"{where}: per-foot clocks (phase_offsets) have no mirror rule; expected the shared clock "
@@ -267,7 +276,7 @@ def _gait_clock(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tu
     return np.arange(dim), -np.ones(dim)
 
 
-def _tracked_bodies(entry_signs: np.ndarray) -> Rule:
+def tracked_bodies(entry_signs: np.ndarray) -> Rule:
     def rule(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
         command = symmetry.env.command_manager.get(term.cfg.params.get("command_name", "motion"))
         symmetry.self_mirrored_body(command.anchor_body_id, where)
@@ -288,7 +297,7 @@ def _tracked_bodies(entry_signs: np.ndarray) -> Rule:
     return rule
 
 
-def _height_scan(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+def height_scan(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
     points = term.instance.points_b.cpu().numpy()  # (rays, 2) in the heading frame
     mirrored = points * np.array([1.0, -1.0])
     distance = np.abs(mirrored[:, None, :] - points[None, :, :]).max(axis=-1)
@@ -298,25 +307,11 @@ def _height_scan(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> t
     return index, np.ones(len(points))
 
 
-OBSERVATION_RULES: dict[str, Rule] = {
-    "unilab_gpu.envs.mdp.observations.joint_pos_rel": _joint_offsets,
-    "unilab_gpu.envs.mdp.observations.joint_vel": _joints,
-    "unilab_gpu.envs.mdp.observations.joint_pos_cos_sin": _joint_cos_sin,
-    "unilab_gpu.envs.mdp.observations.last_action": _last_action,
-    "unilab_gpu.envs.mdp.observations.sensor": _sensor,
-    "unilab_gpu.envs.mdp.observations.projected_gravity": _fixed(tuple(REFLECT_VECTOR)),
-    "unilab_gpu.envs.mdp.observations.root_height": _fixed((1.0,)),
-    "unilab_gpu.envs.mdp.observations.HeightScan": _height_scan,
-    "unilab_gpu.tasks.velocity.observations.root_lin_vel_b": _fixed(tuple(REFLECT_VECTOR)),
-    "unilab_gpu.tasks.velocity.observations.velocity_command": _fixed((1.0, -1.0, -1.0)),
-    "unilab_gpu.tasks.velocity.observations.gait_phase": _gait_clock,
-    "unilab_gpu.tasks.tracking.observations.motion_command": _motion_command,
-    "unilab_gpu.tasks.tracking.observations.motion_anchor_pos_b": _fixed(tuple(REFLECT_VECTOR)),
-    "unilab_gpu.tasks.tracking.observations.motion_anchor_ori_b": _fixed(tuple(ROTATION_COLUMNS_SIGN)),
-    "unilab_gpu.tasks.tracking.observations.robot_body_pos_b": _tracked_bodies(REFLECT_VECTOR),
-    "unilab_gpu.tasks.tracking.observations.robot_body_ori_b": _tracked_bodies(ROTATION_COLUMNS_SIGN),
-}
-"""The mirror rule of each observation term kind, by the term's canonical ``func`` path."""
+VECTOR = fixed(REFLECT_VECTOR)
+"""A base-frame vector ``(x, y, z)``: position, linear velocity, gravity."""
+
+ROTATION_COLUMNS = fixed(ROTATION_COLUMNS_SIGN)
+"""The first two columns of a rotation matrix, row by row (:data:`ROTATION_COLUMNS_SIGN`)."""
 
 
 def observation_mirror(symmetry: RobotSymmetry, group: str) -> MirrorMap:
@@ -331,12 +326,11 @@ def observation_mirror(symmetry: RobotSymmetry, group: str) -> MirrorMap:
     sign = np.ones(manager_group.dim)
     for term, cfg, layout in zip(manager_group.terms, manager_group.cfgs, manager_group.layouts, strict=True):
         where = f"observations.{group}.terms.{term.name}"
-        func = canonical_func(cfg.func)
-        rule = OBSERVATION_RULES.get(func)
-        if rule is None:
+        rule = spec_of(resolve_callable(cfg.func, f"{where}.func")).mirror
+        if not callable(rule):  # None (declared without one) or not declared
             raise ValueError(
-                f"{where}: '{func}' has no mirror rule, so symmetry augmentation cannot mirror it; expected one of "
-                f"the kinds in unilab_gpu.envs.mirror_map.OBSERVATION_RULES, or algo.mirror_fraction=0"
+                f"{where}: '{cfg.func}' has no mirror rule, so symmetry augmentation cannot mirror it; expected a "
+                "term that declares one (@term(mirror=...), unilab_gpu.managers.term_spec), or algo.mirror_fraction=0"
             )
         term_index, term_sign = rule(symmetry, term, layout.dim, where)
         if cfg.clip is not None and (term_sign < 0).any() and cfg.clip[0] != -cfg.clip[1]:

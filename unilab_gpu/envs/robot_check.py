@@ -14,7 +14,7 @@ from pathlib import Path
 
 import mujoco
 
-from unilab_gpu.envs.env_cfg import RobotCfg
+from unilab_gpu.envs.robot_cfg import RobotCfg
 from unilab_gpu.sim.robot_contract import contract_errors
 
 MAX_BASE_HEIGHT = 10.0

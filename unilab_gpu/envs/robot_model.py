@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from unilab_gpu.deploy.physics import CONES
-from unilab_gpu.envs.env_cfg import FeetCfg, ImuCfg, PhysicsCfg, RobotCfg, StandCfg, check_robot_values
+from unilab_gpu.envs.robot_cfg import FeetCfg, ImuCfg, PhysicsCfg, RobotCfg, StandCfg, check_robot_values
 from unilab_gpu.paths import robot_config_file
 from unilab_gpu.utils.yaml_files import CONFIG_MAX_BYTES, CONFIG_MAX_VALUES, load_bounded_yaml
 
@@ -52,7 +52,7 @@ def robot_edit(robot: RobotCfg) -> Callable[[mujoco.MjSpec], None]:
     """The edit (``load_mj_model``'s ``edit``) that applies ``robot``'s physics options and MJCF edits.
 
     Raises:
-      ValueError: a value no robot has (:func:`~unilab_gpu.envs.env_cfg.check_robot_values`); when called on a spec, an
+      ValueError: a value no robot has (:func:`~.robot_cfg.check_robot_values`); when called on a spec, an
         edit that names what the MJCF lacks. One line naming the robot config's key.
     """
 

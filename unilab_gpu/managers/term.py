@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from unilab_gpu.managers.term_cfg import TermCfg
+from unilab_gpu.managers.term_cfg import TermCfg, canonical_func
 from unilab_gpu.utils.imports import TERM_MODULES_ENV, RefusedPath, allowed_packages, import_dotted, is_inside
 
 if TYPE_CHECKING:
@@ -38,8 +38,9 @@ _YAML_KEY = {resolved: key for key, (resolved, _) in NAME_PARAMS.items()}
 
 
 def resolve_callable(path: str, where: str) -> Callable:
-    """Import ``"package.module:attr"`` or ``"package.module.attr"``: a term (a function or class
-    whose first parameter is ``env``) defined in one of :func:`~unilab_gpu.utils.imports.allowed_packages`.
+    """Import ``"package.module:attr"``, ``"package.module.attr"`` or a short spelling
+    (``managers.term_cfg.SHORT_PREFIXES``): a term (a function or class whose first parameter is
+    ``env``) defined in one of :func:`~unilab_gpu.utils.imports.allowed_packages`.
 
     Args:
       where: the config key path, named in errors (e.g. ``rewards.upright.func``).
@@ -49,7 +50,7 @@ def resolve_callable(path: str, where: str) -> Callable:
         lacks the name, or the name is not a term.
     """
     try:
-        target = import_dotted(path)
+        target = import_dotted(canonical_func(path))  # the short spelling of the project's terms too
     except RefusedPath as refused:
         raise ValueError(_refusal_message(refused, where)) from None
     allowed = allowed_packages()

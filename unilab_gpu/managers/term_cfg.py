@@ -1,7 +1,8 @@
 """Configuration of manager terms, as written in the task YAML under ``configs/task/``.
 
 A term names a function ``f(env, **params) -> Tensor`` or a class by dotted path
-(``"unilab_gpu.envs.mdp.rewards:joint_vel_l2"`` or ``"unilab_gpu.envs.mdp.rewards.joint_vel_l2"``).
+(``"unilab_gpu.envs.mdp.rewards.joint_vel_l2"``, ``"unilab_gpu.envs.mdp.rewards:joint_vel_l2"``, or
+for the project's own terms the short ``"mdp.rewards.joint_vel_l2"``: :data:`SHORT_PREFIXES`).
 A class term is built once as ``cls(env, **params)``, called as ``term(env)`` every step and
 ``term.reset(env_ids)`` for rows that start a new episode. ``env`` is a ``managers.env_view.EnvView``.
 
@@ -28,15 +29,30 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from unilab_gpu.utils.imports import user_packages
+
+SHORT_PREFIXES = {"mdp": "unilab_gpu.envs.mdp", "tasks": "unilab_gpu.tasks"}
+"""The short spellings of the project's own terms: ``mdp.rewards.alive`` is
+``unilab_gpu.envs.mdp.rewards.alive``, ``tasks.velocity.rewards.feet_orientation_l2`` is
+``unilab_gpu.tasks.velocity.rewards.feet_orientation_l2``. A user's package of the same name
+listed in ``UNILAB_TERM_MODULES`` keeps its own meaning."""
+
 
 def canonical_func(path: Any) -> Any:
-    """A term's ``func`` in its one canonical spelling, ``"package.module.attr"``.
+    """A term's ``func`` in its one canonical spelling, ``"package.module.attr"``, in full.
 
-    The YAML may also write ``"package.module:attr"``, which names the same callable; configs are
-    canonicalised once when they are typed (``envs.env_cfg.typed_terms``), so exports record, and
-    deployment runtimes compare, one spelling. Anything other than a string is returned as it is,
-    for the resolver to refuse with its key path."""
-    return path.replace(":", ".") if isinstance(path, str) else path
+    The YAML may also write ``"package.module:attr"``, which names the same callable, and the
+    project's own terms by their short spelling (:data:`SHORT_PREFIXES`); configs are canonicalised
+    once when they are typed (``envs.env_cfg.typed_terms``), so exports record, and deployment
+    runtimes compare, one spelling. Anything other than a string is returned as it is, for the
+    resolver to refuse with its key path."""
+    if not isinstance(path, str):
+        return path
+    path = path.replace(":", ".")
+    head, dot, rest = path.partition(".")
+    if head in SHORT_PREFIXES and dot and head not in user_packages():
+        return f"{SHORT_PREFIXES[head]}.{rest}"
+    return path
 
 
 @dataclass

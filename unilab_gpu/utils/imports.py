@@ -28,6 +28,11 @@ def allowed_packages() -> tuple[str, ...]:
     return ("unilab_gpu", *(name for name in listed if name))
 
 
+def user_packages() -> set[str]:
+    """The top-level packages of the modules listed in ``UNILAB_TERM_MODULES``."""
+    return {name.split(".")[0] for name in allowed_packages()[1:]}
+
+
 def is_inside(module_name: str, packages: tuple[str, ...]) -> bool:
     """Whether ``module_name`` is one of ``packages`` or a submodule of one."""
     return any(module_name == p or module_name.startswith(f"{p}.") for p in packages)

@@ -1,4 +1,5 @@
-"""Observation terms: ``f(env, **params) -> (num_envs, d)``."""
+"""Observation terms: ``f(env, **params) -> (num_envs, d)``, each with its mirror rule and numpy twin
+(``@term``, :mod:`unilab_gpu.managers.term_spec`)."""
 
 from __future__ import annotations
 
@@ -6,17 +7,22 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from unilab_gpu.deploy import terms as twins
+from unilab_gpu.envs import mirror_map
+from unilab_gpu.managers.term_spec import term
 from unilab_gpu.terrain.terrain import ground_height
 
 if TYPE_CHECKING:
     from unilab_gpu.managers.env_view import EnvView
 
 
+@term(mirror=mirror_map.joints_about_default, deploy=twins.joint_pos_rel)
 def joint_pos_rel(env: EnvView) -> torch.Tensor:
     """Joint positions minus the default pose, ``(num_envs, num_joints)``."""
     return env.robot.joint_pos - env.robot.default_joint_pos
 
 
+@term(mirror=None, deploy=twins.biased_joint_pos_rel)  # a bias per joint has no mirror image
 class BiasedJointPosRel:
     """Joint positions minus the default pose as miscalibrated encoders report them,
     ``(num_envs, num_joints)``: ``joint_pos_rel`` plus a constant bias per row and joint, drawn
@@ -41,22 +47,26 @@ class BiasedJointPosRel:
             self.bias.index_copy_(0, env_ids, self.low + (self.high - self.low) * draw)
 
 
+@term(mirror=mirror_map.joints, deploy=twins.joint_vel)
 def joint_vel(env: EnvView) -> torch.Tensor:
     """Joint velocities, ``(num_envs, num_joints)``."""
     return env.robot.joint_vel
 
 
+@term(mirror=mirror_map.joint_cos_sin, deploy=None)  # critic only (no runtime reader yet)
 def joint_pos_cos_sin(env: EnvView) -> torch.Tensor:
     """``[cos q, sin q]`` of every joint, ``(num_envs, 2 * num_joints)`` (continuous in q)."""
     q = env.robot.joint_pos
     return torch.cat([torch.cos(q), torch.sin(q)], dim=1)
 
 
+@term(mirror=mirror_map.action, deploy=twins.last_action)
 def last_action(env: EnvView) -> torch.Tensor:
     """The action applied this step, ``(num_envs, action_dim)``."""
     return env.action_manager.last_action
 
 
+@term(mirror=mirror_map.imu_sensors, deploy=twins.sensor)
 def sensor(env: EnvView, sensor_cols: torch.Tensor) -> torch.Tensor:
     """Raw sensor values (``sensor_names`` in the config), ``(num_envs, len(cols))``."""
     return env.sim.state.sensordata[:, sensor_cols]
@@ -72,16 +82,19 @@ def gravity_in_frame(quat: torch.Tensor) -> torch.Tensor:
     return -torch.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], dim=-1)
 
 
+@term(mirror=mirror_map.VECTOR, deploy=twins.projected_gravity)
 def projected_gravity(env: EnvView) -> torch.Tensor:
     """World gravity direction in the root frame, ``(num_envs, 3)``; ``[0, 0, -1]`` upright."""
     return gravity_in_frame(env.robot.root_quat_w)
 
 
+@term(mirror=mirror_map.fixed((1.0,)), deploy=None)  # privileged: no robot measures it
 def root_height(env: EnvView) -> torch.Tensor:
     """Root height above the world origin, ``(num_envs, 1)``."""
     return env.robot.root_pos_w[:, 2:3]
 
 
+@term(mirror=mirror_map.height_scan, deploy=twins.height_scan)
 class HeightScan:
     """The ground around the root, ``(num_envs, rows * cols)``: a grid of vertical rays in the
     root's heading (yaw-only) frame, each returning ``ground height - root height + offset`` (m).

@@ -6,6 +6,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from unilab_gpu.deploy import terminations as twins
+from unilab_gpu.managers.term_spec import term
+
 if TYPE_CHECKING:
     from unilab_gpu.managers.env_view import EnvView
 
@@ -15,6 +18,7 @@ def time_out(env: EnvView) -> torch.Tensor:
     return env.episode_length >= env.max_episode_length
 
 
+@term(deploy=twins.root_height_below)
 def root_height_below(env: EnvView, min_height: float) -> torch.Tensor:
     """The root fell below ``min_height`` metres above the ground under it (the world's z = 0 on a
     flat floor, the terrain's surface on a generated terrain)."""

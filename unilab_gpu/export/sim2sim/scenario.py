@@ -29,7 +29,8 @@ from unilab_gpu.deploy.controller import command_of
 from unilab_gpu.deploy.foreign import ForeignPolicy, open_policy
 from unilab_gpu.deploy.physics import apply_physics_options
 from unilab_gpu.deploy.terminations import fall_check_builders
-from unilab_gpu.envs.env_cfg import EnvCfg, RobotCfg
+from unilab_gpu.envs.env_cfg import EnvCfg
+from unilab_gpu.envs.robot_cfg import RobotCfg
 from unilab_gpu.envs.robot_model import robot_edit
 from unilab_gpu.export.metadata import defining_path
 from unilab_gpu.export.sim2sim.terrain import TerrainChoice, choose_terrain

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from unilab_gpu.managers.row_buffers import rows_with_dummy, valid_row_mean
+from unilab_gpu.managers.term_spec import term
 from unilab_gpu.motion import (
     ORDERS,
     AdaptiveStartSampler,
@@ -62,6 +63,7 @@ re-anchored targets, joint positions. The fraction of episodes that reach the cl
 ``termination/motion_clip_end``."""
 
 
+@term(deploy="motion")  # the runtime plays a reference clip (deploy.terms.COMMAND_KINDS)
 class MotionCommand:
     """Per-row (clip, frame) into a device motion table, advanced one frame per env step.
 

@@ -6,6 +6,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from unilab_gpu.deploy import terms as twins
+from unilab_gpu.envs import mirror_map
+from unilab_gpu.managers.term_spec import term
+from unilab_gpu.motion.mirror import REFLECT_VECTOR
 from unilab_gpu.utils.rotations import quat_apply_inverse, quat_conjugate, quat_mul, quat_to_rotmat
 
 if TYPE_CHECKING:
@@ -17,24 +21,28 @@ def _two_columns(quat: torch.Tensor) -> torch.Tensor:
     return quat_to_rotmat(quat)[..., :2].flatten(-2)
 
 
+@term(mirror=mirror_map.reference_joints, deploy=twins.motion_command)
 def motion_command(env: EnvView, command_name: str = "motion") -> torch.Tensor:
     """Reference joint positions and velocities, ``(num_envs, 2 J)``."""
     cmd = env.command_manager.get(command_name)
     return torch.cat([cmd.joint_pos, cmd.joint_vel], dim=1)
 
 
+@term(mirror=mirror_map.VECTOR, deploy=twins.motion_anchor_pos_b)
 def motion_anchor_pos_b(env: EnvView, command_name: str = "motion") -> torch.Tensor:
     """Reference anchor position in the robot anchor frame, ``(num_envs, 3)``."""
     cmd = env.command_manager.get(command_name)
     return quat_apply_inverse(cmd.robot_anchor_quat_w, cmd.anchor_pos_w - cmd.robot_anchor_pos_w)
 
 
+@term(mirror=mirror_map.ROTATION_COLUMNS, deploy=twins.motion_anchor_ori_b)
 def motion_anchor_ori_b(env: EnvView, command_name: str = "motion") -> torch.Tensor:
     """Reference anchor orientation in the robot anchor frame, two rotation-matrix columns ``(num_envs, 6)``."""
     cmd = env.command_manager.get(command_name)
     return _two_columns(quat_mul(quat_conjugate(cmd.robot_anchor_quat_w), cmd.anchor_quat_w))
 
 
+@term(mirror=mirror_map.tracked_bodies(REFLECT_VECTOR), deploy=None)  # privileged: world body positions
 def robot_body_pos_b(env: EnvView, command_name: str = "motion") -> torch.Tensor:
     """Tracked robot bodies' positions in the robot anchor frame, ``(num_envs, 3 B)``."""
     cmd = env.command_manager.get(command_name)
@@ -43,6 +51,7 @@ def robot_body_pos_b(env: EnvView, command_name: str = "motion") -> torch.Tensor
     return quat_apply_inverse(anchor_quat, offset).flatten(1)
 
 
+@term(mirror=mirror_map.tracked_bodies(mirror_map.ROTATION_COLUMNS_SIGN), deploy=None)  # privileged
 def robot_body_ori_b(env: EnvView, command_name: str = "motion") -> torch.Tensor:
     """Tracked robot bodies' orientations in the robot anchor frame, ``(num_envs, 6 B)``."""
     cmd = env.command_manager.get(command_name)

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from unilab_gpu.deploy import terminations as twins
 from unilab_gpu.envs.mdp.observations import gravity_in_frame
+from unilab_gpu.managers.term_spec import term
 
 if TYPE_CHECKING:
     from unilab_gpu.managers.env_view import EnvView
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
 # anchor's (only xy and yaw move): the frame the step scored, also after the command advanced.
 
 
+@term(deploy=twins.anchor_height_error_above)
 def anchor_height_error_above(env: EnvView, threshold: float, command_name: str = "motion") -> torch.Tensor:
     """``|z_ref - z|`` of the anchor exceeds ``threshold`` metres."""
     cmd = env.command_manager.get(command_name)
@@ -24,6 +27,7 @@ def anchor_height_error_above(env: EnvView, threshold: float, command_name: str 
     return torch.abs(ref - cmd.robot_anchor_pos_w[:, 2]) > threshold * cmd.termination_curriculum.scale
 
 
+@term(deploy=twins.anchor_orientation_error_above)
 def anchor_orientation_error_above(env: EnvView, threshold: float, command_name: str = "motion") -> torch.Tensor:
     """The z components of gravity seen from the reference and the robot anchor differ by more than ``threshold``."""
     cmd = env.command_manager.get(command_name)
@@ -32,6 +36,7 @@ def anchor_orientation_error_above(env: EnvView, threshold: float, command_name:
     return torch.abs(ref - robot) > threshold * cmd.termination_curriculum.scale
 
 
+@term(deploy=None)  # sim-to-sim reports list it as not counted
 class BodyHeightErrorAbove:
     """Any of ``body_names`` (tracked bodies, e.g. ankles and wrists) is more than ``threshold``
     metres above or below its re-anchored reference height."""

@@ -7,12 +7,15 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from unilab_gpu.deploy import terminations as twins
 from unilab_gpu.envs.mdp.observations import gravity_in_frame
+from unilab_gpu.managers.term_spec import term
 
 if TYPE_CHECKING:
     from unilab_gpu.managers.env_view import EnvView
 
 
+@term(deploy=twins.body_tilt_above)
 def body_tilt_above(env: EnvView, body_ids: torch.Tensor, max_degrees: float) -> torch.Tensor:
     """Any of the bodies tilts more than ``max_degrees`` from upright (angle between its z axis and
     the world's: ``cos(tilt) = -g_z``, ``g`` world gravity in the body frame)."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from unilab_gpu.managers.row_buffers import rows_with_dummy, valid_row_mean
+from unilab_gpu.managers.term_spec import term
 from unilab_gpu.utils.ranges import clamp_to, low_and_span
 from unilab_gpu.utils.rotations import quat_apply_inverse, yaw_quat
 
@@ -23,6 +24,7 @@ planar velocity error ``||c_xy - v_xy||`` (m/s) and the yaw-rate error ``|c_z - 
 means over rows and steps, against the command the step's rewards see."""
 
 
+@term(deploy="velocity")  # the runtime feeds a twist and a gait clock (deploy.terms.COMMAND_KINDS)
 class VelocityCommand:
     """Per row: a base-frame command ``[v_x, v_y, omega_z]`` resampled on a timer, and a gait phase.
 
