@@ -4,7 +4,8 @@ Trains with the real trainer (``unilab-train``'s run building: same configs, pre
 overrides), records the training episodes' statistics at every logging point, and evaluates the
 deterministic policy before and after training on a separate evaluation env (same task and
 overrides, its own seed, ``randomize_initial_episode_length=false``, one full episode length of
-steps). Writes JSON and, with ``--plot``, a PNG::
+steps: :mod:`unilab_gpu.evaluation.episodes`; on a tracking task also the clean evaluation of
+:mod:`unilab_gpu.evaluation.clean`). Writes JSON and, with ``--plot``, a PNG::
 
     python scripts/learning_curve.py --algo flashsac --minutes 30 \\
         --out docs/benchmarks/learning/g1_tracking_flashsac.json \\
@@ -14,15 +15,16 @@ steps). Writes JSON and, with ``--plot``, a PNG::
         --out docs/benchmarks/learning/g1_velocity_sac.json
 
 The JSON's top level holds ``untrained`` and ``trained`` (each with ``episode_length``, mean steps,
-the task's errors from :data:`TASK_METRICS`, that error by episode age, and every
+the task's errors from :data:`~unilab_gpu.evaluation.episodes.TASK_METRICS`, that error by episode age, and every
 ``stats.summary()`` key under ``summary``), ``curve`` (one row per logging point), the exact
 command and the machine. The task's metrics follow from its command term: ``motion``
 (``g1_tracking``: ``body_pos_error_m``, the mean over tracked bodies and steps) or ``twist``
 (``g1_velocity``: ``lin_vel_error_mps`` and ``yaw_rate_error_radps``, means over rows and steps).
 For ``g1_tracking`` the motion is ``--motion`` (default: the shared holosoma clip
-``../shared/motions/g1/largebox_carry.npz``). ``--keep-run DIR`` keeps the run folder (config and
-the trained checkpoint, the policy evaluated) for ``unilab-play DIR`` or a resume; without it the
-run trains in a temporary folder.
+``../shared/motions/g1/largebox_carry.npz``). ``--keep-run DIR`` keeps the run folder (config, the
+trained checkpoint, the policy evaluated, and its ``policy.onnx`` after a finished run) for
+``unilab-play DIR``, ``unilab-sim2sim`` or a resume; without it the run trains in a temporary folder.
+Training prints one line per logging point, in minutes of the ``--minutes`` budget.
 
 ``--out`` is written as the run goes, with ``complete: false`` and the ``stage`` it is in: after the
 untrained evaluation, at every logging point (``curve`` so far) and after training. A SIGINT or
@@ -49,20 +51,21 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import TextIO
 
 import torch
 
-from unilab_gpu.envs.make_env import load_task_cfg, make_env
-from unilab_gpu.evaluation.tracking import EVAL_OVERRIDES
-from unilab_gpu.managers.term import Term
+from unilab_gpu.evaluation.clean import CLEAN_AGES, clean_evaluation
+from unilab_gpu.evaluation.episodes import TASK_METRICS, age_keys, episode_evaluation, mean_over_first
+from unilab_gpu.export.export_run import export_after_training
 from unilab_gpu.profiling.machine_info import machine_info
-from unilab_gpu.rl.evaluation import agent_policy, evaluate
-from unilab_gpu.rl.logger import RecordingLogger
+from unilab_gpu.rl.logger import Progress, RecordingLogger
 from unilab_gpu.training.config import compose_train_config, resolve_auto
 from unilab_gpu.training.run import build_run
+from unilab_gpu.training.run_folder import RunLock
 from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE, stop_on_signals
 from unilab_gpu.utils.files import (
+    LOCK_NAME,
     OutputPathError,
     check_output,
     holds_run,
@@ -72,31 +75,10 @@ from unilab_gpu.utils.files import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+NO_ENV_STEP_BUDGET = 10**9
+"""``total_env_steps`` of a run without ``--env-steps``: more than the time budget reaches."""
 SHARED_CLIP = ROOT.parent / "shared" / "motions" / "g1" / "largebox_carry.npz"
 
-
-class TaskMetrics(NamedTuple):
-    """What the evaluation reports for a task whose env has a given command term (a named tuple,
-    not a dataclass: the tests load this script without registering it as a module)."""
-
-    errors: dict[str, str]
-    """``stats.summary()`` key -> report key of the task's mean errors."""
-    by_age: str
-    """Report key of the error also bucketed by episode age (``<stem>_<unit>``)."""
-    row_error: str
-    """Key of that error in the command term's ``row_errors()`` (per row now, ``(num_envs,)``):
-    the same computation as the episode statistic."""
-
-
-TASK_METRICS = {
-    "motion": TaskMetrics({"tracking/body_pos_error_m": "body_pos_error_m"}, "body_pos_error_m", "body_pos_error"),
-    "twist": TaskMetrics(
-        {"velocity/lin_vel_error_mps": "lin_vel_error_mps", "velocity/yaw_rate_error_radps": "yaw_rate_error_radps"},
-        "lin_vel_error_mps",
-        "lin_vel_error",
-    ),
-}
-"""Command term name -> the metrics of the tasks that have it (``g1_tracking``, ``g1_velocity``)."""
 
 CURVE_KEYS = (
     "episode/length",
@@ -112,199 +94,35 @@ level and its fraction of what the curriculum can sustain on a task with a terra
 the termination curriculum's scale on a tracking task with one)."""
 
 
-def task_metrics(env) -> tuple[str, TaskMetrics] | None:
-    """The env's first command term listed in :data:`TASK_METRICS`, with its metrics."""
-    return next(((name, m) for name, m in TASK_METRICS.items() if name in env.command_manager.terms), None)
-
-
-def age_keys(by_age: str) -> tuple[str, str]:
-    """Report keys of the by-age list and of its mean over the first steps:
-    ``body_pos_error_m`` -> ``body_pos_error_by_episode_step_m``, ``body_pos_error_first_steps_m``."""
-    stem, unit = by_age.rsplit("_", 1)
-    return f"{stem}_by_episode_step_{unit}", f"{stem}_first_steps_{unit}"
-
-
 def curve_row(env_steps: int, seconds: float, scalars: dict[str, float]) -> dict[str, float]:
     """One logging point of the curve: env steps, seconds into training, the :data:`CURVE_KEYS`."""
     return {"env_steps": env_steps, "seconds": seconds, **{k: scalars[k] for k in CURVE_KEYS if k in scalars}}
 
 
-ERROR_HORIZON = 100
-"""Steps since an episode's start over which the tracking error is reported step by step."""
+class BudgetProgress(Progress):
+    """The training's progress lines in the script's budget: ``minutes 3.2/30 | env-steps 12,345 | ...``
+    (the trainer's own count, ``it 100/62,500,000``, is of an env-step budget a time-budgeted run
+    never reaches). ``env_steps``: the env-step budget, ``None`` when the time budget alone counts."""
+
+    def __init__(self, minutes: float, env_steps: int | None, stream: TextIO) -> None:
+        super().__init__(0, mode="lines", stream=stream)
+        self.minutes, self.env_steps, self.started = minutes, env_steps, time.perf_counter()
+
+    def update(self, iteration: int, env_steps: int, scalars: dict[str, float]) -> None:
+        spent = (time.perf_counter() - self.started) / 60
+        budget = "" if self.env_steps is None else f"/{self.env_steps:,}"
+        line = f"minutes {spent:.1f}/{self.minutes:g} | env-steps {env_steps:,}{budget} | {self.describe(scalars)}"
+        self.stream.write(line + "\n")
+        self.stream.flush()
+        self.last = iteration
 
 
-class ErrorsSinceStart:
-    """Mean error of the task (:attr:`TaskMetrics.row_error` of command term ``command``; the
-    tracked-body position error by default) by steps since each episode's start.
-
-    Longer episodes have more time to drift from the reference, so a policy that survives three
-    times longer can show a larger mean error while tracking better at every age; comparing the
-    errors at the same episode ages separates the two (on the velocity task: a falling robot's
-    velocity error grows as it topples, whatever the command).
-    """
-
-    def __init__(self, env, command: str = "motion", horizon: int = ERROR_HORIZON) -> None:
-        self.env, self.horizon = env, horizon
-        self.command = env.command_manager.get(command)
-        self.row_error = TASK_METRICS[command].row_error
-        self.sums = torch.zeros(horizon, dtype=torch.float64)
-        self.counts = torch.zeros(horizon, dtype=torch.float64)
-
-    def __call__(self, step: int) -> None:
-        age, error = self.env.episode_length.cpu(), self.command.row_errors()[self.row_error].cpu()
-        keep = (age >= 1) & (age <= self.horizon)  # age 0: reset within this step, a new episode
-        self.sums.index_add_(0, age[keep] - 1, error[keep].double())
-        self.counts.index_add_(0, age[keep] - 1, torch.ones(int(keep.sum()), dtype=torch.float64))
-
-    def by_age(self) -> list[float | None]:
-        """Mean error after 1, 2, ... ``horizon`` steps of an episode (None: no episode that old)."""
-        return [float(s / c) if c > 0 else None for s, c in zip(self.sums, self.counts, strict=True)]
-
-
-class ActionSaturation:
-    """How often the deterministic policy's actions sit at their bound: the fraction of action
-    entries with ``|a| > threshold`` over an evaluation (tanh-squashed policies can learn
-    bang-bang actions, which under ``bounds: joint_limits`` put joints at their soft limits)."""
-
-    def __init__(self, env, threshold: float = 0.99) -> None:
-        self.env, self.threshold = env, threshold
-        self.at_bound = torch.zeros((), dtype=torch.float64)
-        self.entries = 0
-
-    def __call__(self, step: int) -> None:
-        action = self.env.action_manager.last_action
-        self.at_bound += (action.abs() > self.threshold).sum().cpu().double()
-        self.entries += action.numel()
-
-    def fraction(self) -> float:
-        return float(self.at_bound / max(self.entries, 1))
-
-
-def mean_over_first(by_age: list[float | None], steps: int) -> float | None:
-    """Mean of the per-age errors over ages 1..steps (ages no episode reached are skipped)."""
-    values = [v for v in by_age[:steps] if v is not None]
-    return sum(values) / len(values) if values else None
-
-
-def evaluation(task: str, env_overrides: list[str], agent, num_envs: int, device: str, seed: int) -> dict:
-    """The deterministic policy on a fresh env: one full episode length of steps per env."""
-    env = make_env(
-        task,
-        num_envs,
-        device,
-        [*env_overrides, "randomize_initial_episode_length=false"],
-        seed=seed,
-        compile=False,
-        capture=False,
-        announce=False,
-    )
-    found = task_metrics(env)
-    errors = None if found is None else ErrorsSinceStart(env, found[0])
-    saturation = ActionSaturation(env)
-
-    def on_step(step: int) -> None:
-        saturation(step)
-        if errors is not None:
-            errors(step)
-
-    stats = evaluate(env, agent_policy(agent), env.max_episode_length, on_step=on_step)
-    out = {
-        "episode_length": stats["episode/length"],
-        "episodes": stats["episode/count"],
-        "action_at_bound_fraction": saturation.fraction(),
-    }
-    if found is not None:
-        metrics = found[1]
-        out.update({report: stats[key] for key, report in metrics.errors.items()})
-        out[age_keys(metrics.by_age)[0]] = errors.by_age()
-    out["summary"] = stats
-    return out
-
-
-CLEAN_HORIZON = 50
-"""Steps every row of the clean evaluation is followed for (failure terminations off)."""
-CLEAN_AGES = (10, 30, 50)
-"""Episode ages at which the clean evaluation reports its means."""
-
-
-def clean_start_frames(clip_length: int, num_rows: int, seed: int, horizon: int = CLEAN_HORIZON) -> torch.Tensor:
-    """Start frames spread uniformly over a clip, ``(num_rows,)`` int64: one seeded draw in each of
-    ``num_rows`` equal strata of the frames from which ``horizon`` more steps stay inside the clip."""
-    span = clip_length - 1 - horizon
-    if span < 1:
-        raise SystemExit(f"clean evaluation: the clip has {clip_length} frames, fewer than {horizon + 2}")
-    u = torch.rand(num_rows, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    return ((torch.arange(num_rows, dtype=torch.float64) + u) * span / num_rows).long()
-
-
-def within_thresholds(first_failure: torch.Tensor, age: int) -> float:
-    """Share of rows that have not crossed a failure threshold by ``age`` (``first_failure``:
-    ``(rows,)`` the first age at which a row crossed one, 0 where none did)."""
-    return float(((first_failure == 0) | (first_failure > age)).double().mean())
-
-
-def clean_evaluation(
-    task: str, env_overrides: list[str], agent, num_envs: int, device: str, seed: int, trained: bool
-) -> dict:
-    """The clean tracking evaluation of the agent's deterministic policy (``trained``) or of the
-    zero action (the untrained policy: every joint target at the action's zero).
-
-    ``num_envs`` rows start at fixed, seeded frames spread over the first clip
-    (:func:`clean_start_frames`, the same for every policy given ``seed``), without observation
-    noise, pushes or reset noise (:data:`EVAL_OVERRIDES`), and are followed for
-    :data:`CLEAN_HORIZON` steps with the task's failure terminations off; those terms are evaluated
-    on the side, and the first step at which a row crosses any of them is recorded.
-
-    Reports, at the ages :data:`CLEAN_AGES` (means over rows, and tracked bodies or joints):
-    ``anchored_body_pos_error_by_age_m`` (against the targets re-anchored to the robot's anchor,
-    as the rewards score them), ``world_body_pos_error_by_age_m``, ``joint_pos_error_by_age_rad``,
-    ``within_thresholds_by_age`` (share of rows not yet past a failure threshold), plus the
-    anchored error at every age and ``action_std`` (the agent's mean pre-tanh standard deviation
-    on the visited observations).
-    """
-    failures = {
-        name: term
-        for name, term in load_task_cfg(task, env_overrides).terminations.items()
-        if term is not None and not term.time_out
-    }
-    overrides = [*env_overrides, *EVAL_OVERRIDES, *(f"terminations.{name}=null" for name in failures)]
-    env = make_env(task, num_envs, device, overrides, seed=seed, compile=False, capture=False, announce=False)
-    command = env.command_manager.get("motion")
-    clip_frames = int(command.library.clip_length[0])
-    frames = clean_start_frames(clip_frames, num_envs, seed)
-    command.fix_starts(torch.zeros_like(frames), frames)
-    obs = env.reset()
-    zero = torch.zeros(num_envs, env.action_dim, device=env.device)
-    policy = agent_policy(agent) if trained else (lambda obs: zero)
-    monitors = [Term(name, cfg, env, f"terminations.{name}") for name, cfg in failures.items()]
-    first_failure = torch.zeros(num_envs, dtype=torch.int64, device=env.device)
-    anchored, world, joints, stds = [], [], [], []
-    for age in range(1, CLEAN_HORIZON + 1):
-        stds.append(agent.action_std(obs["policy"]).mean())
-        obs = env.step(policy(obs)).obs
-        if not bool((env.episode_length == age).all()):
-            raise RuntimeError(f"clean evaluation: a row's episode ended at age {age} (a diverged world?)")
-        errors = command.row_errors()
-        anchored.append(errors["body_pos_error_anchored"].mean())
-        world.append(errors["body_pos_error"].mean())
-        joints.append(errors["joint_pos_error"].mean())
-        crossed = torch.stack([term(env) for term in monitors]).any(dim=0)
-        first_failure = torch.where(crossed & (first_failure == 0), age, first_failure)
-    anchored_all = torch.stack(anchored).tolist()
-    at = {str(age): age - 1 for age in CLEAN_AGES}
-    world_all, joints_all = torch.stack(world).tolist(), torch.stack(joints).tolist()
-    return {
-        "rows": num_envs,
-        "clip_frames": clip_frames,
-        "start_frames": frames.tolist(),
-        "failure_terms": list(failures),
-        "anchored_body_pos_error_by_age_m": {k: anchored_all[i] for k, i in at.items()},
-        "world_body_pos_error_by_age_m": {k: world_all[i] for k, i in at.items()},
-        "joint_pos_error_by_age_rad": {k: joints_all[i] for k, i in at.items()},
-        "within_thresholds_by_age": {k: within_thresholds(first_failure.cpu(), int(k)) for k in at},
-        "anchored_body_pos_error_every_age_m": anchored_all,
-        "action_std": float(torch.stack(stds).mean()),
-    }
+def release_run_lock(lock: RunLock, run_dir: Path) -> None:
+    """Drop the run's lock and its file, so a kept run folder holds no empty ``trainer.lock`` (a
+    resume makes a new one). Removed while still held: ``RunLock`` never waits for a lock, so no
+    other process can come to hold the removed file."""
+    (run_dir / LOCK_NAME).unlink(missing_ok=True)
+    lock.release()
 
 
 class Interrupted(Exception):
@@ -357,7 +175,7 @@ def run(args: argparse.Namespace, write: Callable[[dict], None] = lambda report:
             f"log_every={args.log_every}",
             "checkpoint_every=0",
             "export_onnx=false",
-            f"total_env_steps={args.env_steps}",
+            f"total_env_steps={args.env_steps or NO_ENV_STEP_BUDGET}",
             "progress=lines",
             f"run_dir={run_dir}",
             f"env.overrides=[{','.join(json.dumps(o) for o in env_overrides)}]",
@@ -399,10 +217,10 @@ def run(args: argparse.Namespace, write: Callable[[dict], None] = lambda report:
             with sigterm_as_interrupt():
                 built = build_run(cfg)
                 if built.lock is not None:
-                    scope.callback(built.lock.release)
+                    scope.callback(release_run_lock, built.lock, built.run_dir)
                 trainer = built.trainer
                 progress("untrained evaluation")
-                untrained = evaluation(
+                untrained = episode_evaluation(
                     args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1
                 )
                 clean = tracking and args.clean_eval_envs > 0
@@ -411,6 +229,8 @@ def run(args: argparse.Namespace, write: Callable[[dict], None] = lambda report:
                         args.task, env_overrides, trainer.agent, args.clean_eval_envs, cfg.device, args.seed + 1, False
                     )
                 report["untrained"] = untrained
+                stream = trainer.logger.progress.stream
+                trainer.logger.progress = BudgetProgress(args.minutes, args.env_steps, stream)
                 recorder = RecordingLogger(trainer.logger)
                 trainer.logger = recorder  # type: ignore[assignment]
                 train_start = time.perf_counter()
@@ -424,9 +244,13 @@ def run(args: argparse.Namespace, write: Callable[[dict], None] = lambda report:
                 built.save()  # the trained policy, for unilab-play or a resume
             if stopped is not None:
                 raise KeyboardInterrupt(stopped)
+            if args.keep_run is not None:  # policy.onnx, as unilab-train leaves it after a finished run
+                print(export_after_training(trainer.env, trainer.agent, cfg, built.run_dir))
             progress("trained evaluation")
             with sigterm_as_interrupt():
-                trained = evaluation(args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1)
+                trained = episode_evaluation(
+                    args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1
+                )
                 if clean:
                     trained["clean_eval"] = clean_evaluation(
                         args.task, env_overrides, trainer.agent, args.clean_eval_envs, cfg.device, args.seed + 1, True
@@ -579,7 +403,9 @@ def main(argv: list[str] | None = None) -> dict:
         "--clean-eval-envs", type=int, default=64, help="rows of the clean tracking evaluation (0: none)"
     )
     parser.add_argument("--minutes", type=float, default=30.0, help="training time budget")
-    parser.add_argument("--env-steps", type=int, default=10**9, help="training env-step budget (whichever first)")
+    parser.add_argument(
+        "--env-steps", type=int, default=None, help="training env-step budget (whichever first; default: none)"
+    )
     parser.add_argument("--log-every", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--env-override", action="append", default=[], help="a task override (repeatable)")
@@ -604,7 +430,7 @@ def main(argv: list[str] | None = None) -> dict:
         plot(report, args.plot)
         return report
     for option in ("num_envs", "eval_envs", "log_every", "env_steps"):
-        if getattr(args, option) < 1:
+        if getattr(args, option) is not None and getattr(args, option) < 1:
             raise fail(f"--{option.replace('_', '-')} must be >= 1, got {getattr(args, option)}")
     if not (math.isfinite(args.minutes) and args.minutes > 0):
         raise fail(f"--minutes must be a finite number > 0, got {args.minutes}")

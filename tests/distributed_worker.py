@@ -126,7 +126,7 @@ def learn(out_dir: Path, fleet_env_steps: int, seed: int = 0) -> None:
     from test_rl_learning import PENDULUM, evaluation_env
 
     from unilab_gpu.envs.make_env import make_env
-    from unilab_gpu.rl.evaluation import agent_policy, evaluate
+    from unilab_gpu.evaluation.rollout import agent_policy, evaluate
     from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
 
     launch = launch_from_env()

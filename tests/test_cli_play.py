@@ -10,9 +10,9 @@ from rl_agent_helpers import TINY_FLASHSAC_OVERRIDES
 from unilab_gpu.cli.play import main
 from unilab_gpu.cli.train import main as train_main
 from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.evaluation.rollout import agent_policy, evaluate
 from unilab_gpu.rl.agents import algo_config, make_agent
 from unilab_gpu.rl.checkpoint import load_checkpoint
-from unilab_gpu.rl.evaluation import agent_policy, evaluate
 
 
 @pytest.fixture(scope="module")

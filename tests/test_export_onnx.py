@@ -21,13 +21,13 @@ from unilab_gpu.cli.export import main as export_main  # noqa: E402
 from unilab_gpu.cli.play import main as play_main  # noqa: E402
 from unilab_gpu.cli.train import main as train_main  # noqa: E402
 from unilab_gpu.envs.make_env import make_env  # noqa: E402
+from unilab_gpu.evaluation.rollout import agent_policy, evaluate  # noqa: E402
 from unilab_gpu.export.export_run import export_agent  # noqa: E402
 from unilab_gpu.export.metadata import deployment_metadata  # noqa: E402
 from unilab_gpu.export.onnx_policy import OnnxPolicy, read_metadata  # noqa: E402
 from unilab_gpu.paths import robot_asset  # noqa: E402
 from unilab_gpu.rl.agents import agent_from_checkpoint  # noqa: E402
 from unilab_gpu.rl.checkpoint import load_checkpoint  # noqa: E402
-from unilab_gpu.rl.evaluation import agent_policy, evaluate  # noqa: E402
 from unilab_gpu.rl.sac import (
     SacAgent,  # noqa: E402
     SacConfig,  # noqa: E402

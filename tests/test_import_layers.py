@@ -79,6 +79,21 @@ def test_packages_import_each_other_without_cycles() -> None:
     assert _cycle(graph) is None, " -> ".join(_cycle(graph))
 
 
+def test_evaluation_is_one_package_above_rl_and_below_training() -> None:
+    """Every evaluation lives in ``unilab_gpu/evaluation/`` (no ``evaluation`` module in another
+    package): it rolls out what ``rl`` trains on ``envs``, and training (``eval.every``) and the
+    commands call it, so it never imports ``training`` or ``cli``."""
+    graph = package_graph()
+    assert {"envs", "rl"} <= graph["evaluation"] and not {"training", "cli"} & graph["evaluation"]
+    assert "evaluation" in graph["training"] and "evaluation" in graph["cli"]
+    elsewhere = [
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if "evaluation" in path.stem and path.parent != PACKAGE / "evaluation"
+    ]
+    assert elsewhere == []
+
+
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": {"c"}}) is None

@@ -1,5 +1,5 @@
-"""scripts/learning_curve.py: errors bucketed by episode age against a hand count, the task table,
-the kept run folder."""
+"""scripts/learning_curve.py: the kept run folder, progress in the time budget, outputs, signals
+(the evaluations it reports: tests/test_evaluation_episodes.py and tests/test_evaluation_clean.py)."""
 
 from __future__ import annotations
 
@@ -10,101 +10,23 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
 from script_helpers import load_script
 
+from unilab_gpu.export.onnx_policy import OnnxPolicy
 from unilab_gpu.rl.agents import agent_from_checkpoint
 from unilab_gpu.rl.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_errors_are_averaged_by_steps_since_the_episodes_start() -> None:
-    lc = load_script("learning_curve")
-    # 3 rows: the motion command's per-row body-position errors of each step.
-    command = SimpleNamespace(row_errors=lambda: {"body_pos_error": command.error})
-    env = SimpleNamespace(command_manager=SimpleNamespace(get=lambda name: command))
-    errors = lc.ErrorsSinceStart(env, horizon=3)
-    for ages, xs in (([1, 1, 0], [0.1, 0.2, 9.0]), ([2, 2, 1], [0.3, 0.5, 0.4]), ([3, 9, 2], [0.6, 9.0, 0.2])):
-        env.episode_length, command.error = torch.tensor(ages), torch.tensor(xs)
-        errors(0)
-    # age 0 (reset within the step) and ages past the horizon are left out
-    by_age = errors.by_age()
-    expected = [(0.1 + 0.2 + 0.4) / 3, (0.3 + 0.5 + 0.2) / 3, 0.6]
-    assert all(abs(a - b) < 1e-6 for a, b in zip(by_age, expected, strict=True)), by_age
-    assert abs(lc.mean_over_first([0.2, None, 0.4, 1.0], 3) - 0.3) < 1e-12
-    assert lc.mean_over_first([None, None], 2) is None
-
-
-def test_within_thresholds_counts_rows_by_their_first_failure() -> None:
-    lc = load_script("learning_curve")
-    # First failure ages of six rows (0: never): at age 10 rows 0, 30, 31, 50 are still within.
-    first = torch.tensor([0, 5, 10, 30, 31, 50])
-    assert lc.within_thresholds(first, 10) == 4 / 6
-    assert lc.within_thresholds(first, 30) == 3 / 6
-    assert lc.within_thresholds(first, 50) == 1 / 6
-
-
-def test_clean_starts_are_one_seeded_draw_per_stratum_of_the_clip() -> None:
-    lc = load_script("learning_curve")
-    frames = lc.clean_start_frames(325, 16, seed=1)
-    span = 325 - 1 - lc.CLEAN_HORIZON  # a start leaves 50 more frames inside the clip
-    assert frames.dtype == torch.int64 and frames.shape == (16,)
-    for i, frame in enumerate(frames.tolist()):
-        assert i * span / 16 <= frame + 1e-9 and frame < (i + 1) * span / 16
-    assert frames.tolist() == lc.clean_start_frames(325, 16, seed=1).tolist()  # shared by both policies
-    assert frames.tolist() != lc.clean_start_frames(325, 16, seed=2).tolist()
-    with pytest.raises(SystemExit, match="fewer than 52"):
-        lc.clean_start_frames(51, 4, seed=0)
-
-
-def test_clean_evaluation_of_a_tiny_run() -> None:
-    """Keys and ages as the report promises, failures evaluated on the side with terminations off,
-    and the zero action at the clip's own joints (residual actions) at age 10 better than at 50."""
-    lc = load_script("learning_curve")
-    from unilab_gpu.rl.sac import SacAgent, SacConfig
-
-    agent = SacAgent(SacConfig(actor_hidden_dims=(16,), critic_hidden_dims=(8,), compile=False), 160, 286, 29)
-    overrides = ["commands.motion.params.synthetic_seconds=3.0"]
-    reports = [lc.clean_evaluation("g1_tracking", overrides, agent, 4, "cpu", 3, trained) for trained in (False, True)]
-    for report in reports:
-        assert report["failure_terms"] == ["anchor_height", "anchor_orientation", "end_effector_height"]
-        assert report["clip_frames"] == 151  # 3 s at 50 Hz, both ends
-        assert report["start_frames"] == lc.clean_start_frames(151, 4, seed=3).tolist()
-        for key in ("anchored_body_pos_error_by_age_m", "world_body_pos_error_by_age_m", "joint_pos_error_by_age_rad"):
-            assert list(report[key]) == ["10", "30", "50"] and all(v >= 0 for v in report[key].values())
-        within = report["within_thresholds_by_age"]
-        assert 1.0 >= within["10"] >= within["30"] >= within["50"] >= 0.0
-        every_age = report["anchored_body_pos_error_every_age_m"]
-        assert len(every_age) == 50 and every_age[9] == report["anchored_body_pos_error_by_age_m"]["10"]
-        assert report["action_std"] > 0
-    untrained = reports[0]["anchored_body_pos_error_by_age_m"]
-    assert untrained["10"] < untrained["50"]  # the zero action falls in time
-
-
-def test_velocity_task_reports_its_velocity_errors_by_episode_age() -> None:
-    lc = load_script("learning_curve")
-    # The velocity command's per-row planar error; 2 rows at ages 1 and 2, then 2 and 0 (reset).
-    command = SimpleNamespace(row_errors=lambda: {"lin_vel_error": command.error})
-    env = SimpleNamespace(command_manager=SimpleNamespace(get=lambda name: command, terms={"twist": command}))
-    name, metrics = lc.task_metrics(env)
-    assert name == "twist" and set(metrics.errors) == {"velocity/lin_vel_error_mps", "velocity/yaw_rate_error_radps"}
-    assert lc.age_keys(metrics.by_age) == ("lin_vel_error_by_episode_step_mps", "lin_vel_error_first_steps_mps")
-    assert lc.age_keys("body_pos_error_m") == ("body_pos_error_by_episode_step_m", "body_pos_error_first_steps_m")
-    errors = lc.ErrorsSinceStart(env, name, horizon=2)
-    for ages, values in (([1, 2], [0.5, 0.25]), ([2, 0], [0.75, 9.0])):
-        env.episode_length, command.error = torch.tensor(ages), torch.tensor(values)
-        errors(0)
-    assert errors.by_age() == [0.5, (0.25 + 0.75) / 2]
-    assert lc.task_metrics(SimpleNamespace(command_manager=SimpleNamespace(terms={}))) is None
-
-
-def test_kept_run_holds_the_evaluated_policy(tmp_path) -> None:
+def test_kept_run_holds_the_evaluated_policy(tmp_path, capsys) -> None:
     """--keep-run leaves a run folder whose checkpoint is the policy the script evaluated: the
-    checkpoint's agent, evaluated the same way, reproduces the report's trained episodes."""
+    checkpoint's agent, evaluated the same way, reproduces the report's trained episodes; its
+    policy.onnx acts as that agent, and no trainer.lock is left. Training's progress lines count
+    minutes of the time budget and the env steps of the report's curve."""
     lc = load_script("learning_curve")
     run_dir, out, plot = tmp_path / "run", tmp_path / "report.json", tmp_path / "curve.png"
     argv = [
@@ -123,10 +45,23 @@ def test_kept_run_holds_the_evaluated_policy(tmp_path) -> None:
     checkpoint = load_checkpoint(run_dir)
     assert checkpoint["trainer"]["env_steps"] == report["env_steps"] == 128
     agent = agent_from_checkpoint(checkpoint, "cpu")
-    again = lc.evaluation("pendulum", [], agent, 2, "cpu", seed=1)
+    again = lc.episode_evaluation("pendulum", [], agent, 2, "cpu", seed=1)
     returns = {name: report[name]["summary"]["episode/return"] for name in ("untrained", "trained")}
     assert again["summary"]["episode/return"] == pytest.approx(returns["trained"], rel=1e-5)
     assert again["summary"]["episode/return"] != pytest.approx(returns["untrained"], rel=1e-3)
+    kept = sorted(p.name for p in run_dir.iterdir() if not p.name.startswith("events.out.tfevents."))
+    assert kept == ["checkpoint.pt", "config.yaml", "policy.onnx"]  # no trainer.lock
+    obs = torch.randn(64, checkpoint["observation_dims"]["policy"], generator=torch.Generator().manual_seed(0))
+    onnx_actions = OnnxPolicy(run_dir / "policy.onnx").run(obs.numpy())
+    assert onnx_actions == pytest.approx(agent.act(obs, deterministic=True).numpy(), abs=1e-5)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("minutes ")]
+    assert [int(line.split(" | ")[1].split()[1].split("/")[0].replace(",", "")) for line in lines] == [
+        row["env_steps"] for row in report["curve"]
+    ]
+    for line, row in zip(lines, report["curve"], strict=True):
+        spent, budget = line.split(" | ")[0].removeprefix("minutes ").split("/")
+        assert budget == "30" and abs(float(spent) - row["seconds"] / 60) <= 0.05 + 1e-9, line
+        assert line.split(" | ")[1].endswith("/128"), line  # the --env-steps budget
 
 
 def test_kept_run_keeps_the_trained_policy_when_the_evaluation_fails(tmp_path, monkeypatch) -> None:
@@ -134,7 +69,7 @@ def test_kept_run_keeps_the_trained_policy_when_the_evaluation_fails(tmp_path, m
     # long run (configs edited meanwhile), the trained checkpoint is already in the kept folder.
     lc = load_script("learning_curve")
     run_dir = tmp_path / "run"
-    evaluate = lc.evaluation
+    evaluate = lc.episode_evaluation
     calls = []
 
     def evaluation_that_fails_after_training(*args, **kwargs):
@@ -143,7 +78,7 @@ def test_kept_run_keeps_the_trained_policy_when_the_evaluation_fails(tmp_path, m
             raise ValueError("task 'pendulum': bad key")
         return evaluate(*args, **kwargs)
 
-    monkeypatch.setattr(lc, "evaluation", evaluation_that_fails_after_training)
+    monkeypatch.setattr(lc, "episode_evaluation", evaluation_that_fails_after_training)
     argv = [
         *("--task", "pendulum", "--algo", "sac", "--env-steps", "64", "--num-envs", "4", "--eval-envs", "2"),
         *("--log-every", "8", "--keep-run", str(run_dir), "--out", str(tmp_path / "r.json"), "--"),

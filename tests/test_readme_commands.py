@@ -1,6 +1,6 @@
 """CI runs the README's commands and nothing else: a newcomer's fresh clone sees what CI sees.
 
-``.ci/run`` marks the lines it takes from the README (``# README: install``, ``lint``, ``test``);
+``.ci/run`` marks the lines it takes from the README (``# README: install``, ``lint``, ``types``, ``test``);
 the test line must be the README's character for character and nothing may be exported around
 it, so whatever the tests need (one torch thread per worker) is set by the suite itself.
 """
@@ -8,6 +8,7 @@ it, so whatever the tests need (one torch thread per worker) is set by the suite
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,6 +39,18 @@ def test_ci_lints_as_the_readme_says() -> None:
     lint = [c for c in readme_commands() if c.startswith("ruff")]
     assert lint == ["ruff check . && ruff format --check ."], lint
     assert ci_line("lint") == lint[0]
+
+
+def test_ci_type_checks_as_the_readme_says() -> None:
+    """One ``mypy`` line, which reads its packages and settings from ``pyproject.toml`` (so the
+    README, CI and pre-commit users check the same thing)."""
+    types = [c for c in readme_commands() if c.startswith("mypy")]
+    assert types == ["mypy"], types
+    assert ci_line("types") == types[0]
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    checked = pyproject["tool"]["mypy"]["files"]
+    assert {f"unilab_gpu/{p}" for p in ("envs", "managers", "deploy", "rl")} <= set(checked), checked
+    assert any(d.startswith("mypy==") for d in pyproject["project"]["optional-dependencies"]["dev"])
 
 
 def test_ci_installs_as_the_readme_says() -> None:

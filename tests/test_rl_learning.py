@@ -59,8 +59,8 @@ from learning_spread import RUNS, SPREAD_FILE, fingerprint, settings
 from rl_agent_helpers import COMPILE_BACKEND
 
 from unilab_gpu.envs.make_env import make_env
+from unilab_gpu.evaluation.rollout import agent_policy, evaluate, uniform_random_policy
 from unilab_gpu.rl.agents import algo_config, make_agent
-from unilab_gpu.rl.evaluation import agent_policy, evaluate, uniform_random_policy
 from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
 
 RANDOM_RETURN = -1181.0

@@ -18,9 +18,9 @@ from unilab_gpu.adapters.rsl_rl_env import RslRlVecEnv  # noqa: E402
 from unilab_gpu.cli.play import main as play_main  # noqa: E402
 from unilab_gpu.cli.train import main as train_main  # noqa: E402
 from unilab_gpu.envs.make_env import make_env  # noqa: E402
+from unilab_gpu.evaluation.rollout import agent_policy, evaluate  # noqa: E402
 from unilab_gpu.rl.agents import agent_from_checkpoint  # noqa: E402
 from unilab_gpu.rl.checkpoint import load_checkpoint  # noqa: E402
-from unilab_gpu.rl.evaluation import agent_policy, evaluate  # noqa: E402
 from unilab_gpu.rl.ppo import PpoTrainer  # noqa: E402
 from unilab_gpu.utils.sync_audit import no_host_sync  # noqa: E402
 

@@ -34,8 +34,8 @@ import torch
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.evaluation.policies import load_policy
+from unilab_gpu.evaluation.rollout import evaluate
 from unilab_gpu.rl.checkpoint import CheckpointError, resolve_checkpoint
-from unilab_gpu.rl.evaluation import evaluate
 from unilab_gpu.sim.device import resolve_device
 from unilab_gpu.utils.files import check_output
 from unilab_gpu.viewer.checks import check_port_free, check_viewer_extra

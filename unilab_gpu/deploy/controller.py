@@ -180,9 +180,11 @@ class Controller:
         """The bounded action ``(action_dim,)`` of the policy for ``obs`` and its joint targets."""
         # A network with a time_step input (a foreign tracking format) is told the reference frame it observes
         # (ForeignPolicy adds its format's time_step_lead).
-        raw = (self.policy(obs, self.context.frame) if self.policy.reads_time_step else self.policy(obs)).astype(
-            np.float64
-        )
+        policy = self.policy
+        if isinstance(policy, PolicyFile) or not policy.reads_time_step:
+            raw = policy(obs).astype(np.float64)
+        else:
+            raw = policy(obs, self.context.frame).astype(np.float64)
         action = np.clip(np.where(np.isfinite(raw), raw, 0.0), self.action_low, self.action_high)
         offset = self.action_offset if self.offset_columns is None else obs[self.offset_columns].astype(np.float64)
         scale = np.where(action >= 0, self.action_scale, self.action_scale_negative)

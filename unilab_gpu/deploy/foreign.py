@@ -154,7 +154,7 @@ class ForeignPolicy:
 
 def _values(raw: dict[str, str], fmt: dict[str, Any], path: str | os.PathLike) -> dict[str, Any]:
     """The file's metadata values the format reads, by role (``metadata`` of the format)."""
-    values = {}
+    values: dict[str, Any] = {}
     for role, key in fmt["metadata"].items():
         if key not in raw:
             if role in OPTIONAL_ROLES:

@@ -227,7 +227,7 @@ class _Checker:
         return meta[key]
 
     def number(self, meta: dict[str, Any], key: str, positive: bool = False, where: str = "") -> float:
-        value = meta.get(key)
+        value: Any = meta.get(key)  # a metadata value of any JSON type until checked here
         if not (_finite(value) and (value > 0 or not positive)):
             self.fail(where + key, "a finite number" + (" > 0" if positive else ""), value)
         return float(value)

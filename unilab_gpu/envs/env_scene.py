@@ -37,6 +37,8 @@ def bind_terrain(env: ManagerBasedRlEnv, cfg: TerrainCfg) -> None:
     """Publish the mean terrain level and attach the curriculum, which reads the command term
     named in ``terrain.curriculum.command`` (built by now)."""
     terrain = env.terrain
+    if terrain is None:
+        raise ValueError("terrain: bind_terrain needs an env built with a terrain ('terrain' is null)")
     env.stats.register("terrain/mean_level", terrain.mean_level)
     env.stats.register("terrain/level_fraction", terrain.level_fraction)
     curriculum = cfg.curriculum

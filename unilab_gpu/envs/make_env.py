@@ -95,19 +95,19 @@ def _explain(task: str, overrides: Sequence[str], error: Exception, robot_file: 
         folders = [root / "robot" for root in config_roots()]
         known = sorted({p.stem for folder in folders for p in folder.glob("*.yaml")})
         return f"no robot config '{unknown_robot[1]}.yaml' in {', '.join(map(str, folders))}; robots: {known}"
-    key = getattr(error, "full_key", None)
+    full_key: str | None = getattr(error, "full_key", None)
     message = " ".join(lines[0].split())
     missing = re.match(r"Interpolation key 'robot\.(.+)' not found", message) or re.match(
         r"Missing mandatory value: robot\.(.+)", message
     )
     if missing and robot_file is not None:  # the task reads a key the robot config does not give
-        return f"robot config {robot_file} gives no '{missing[1]}', which the task reads at '{key}'"
-    if key and key.startswith("robot.") and robot_file is not None:  # e.g. a mandatory key left out
-        return f"robot config {robot_file}: bad key '{key.removeprefix('robot.')}': {message}"
-    if key in LEGACY_ACTION_KEYS and "not in 'ActionCfg'" in message:
-        return _legacy_actions(key)
-    where = f" at '{key}'" if key else ""
-    return f"bad config{where}: {message}{_override_hint(task, overrides, key, message)}"
+        return f"robot config {robot_file} gives no '{missing[1]}', which the task reads at '{full_key}'"
+    if full_key and full_key.startswith("robot.") and robot_file is not None:  # e.g. a mandatory key left out
+        return f"robot config {robot_file}: bad key '{full_key.removeprefix('robot.')}': {message}"
+    if full_key in LEGACY_ACTION_KEYS and "not in 'ActionCfg'" in message:
+        return _legacy_actions(full_key)
+    where = f" at '{full_key}'" if full_key else ""
+    return f"bad config{where}: {message}{_override_hint(task, overrides, full_key, message)}"
 
 
 LEGACY_ACTION_KEYS = {
@@ -211,7 +211,7 @@ def _added_key_problem(cfg: DictConfig, override: str) -> str | None:
             )
             return f"'{override}' sets a key of '{where}', which is null in this task: {pick}"
         schema = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
-        if schema is None or not dataclasses.is_dataclass(schema):
+        if schema is None or not dataclasses.is_dataclass(schema) or not isinstance(node, DictConfig):
             return None  # a plain mapping: its own checks name unknown keys
         fields = [f.name for f in dataclasses.fields(schema)]
         if part not in fields:
@@ -294,7 +294,7 @@ def make_env(
     cfg, robot_file = _load(task, overrides)
     if cfg.robot is not None:
         check_env_cfg(cfg, num_envs if num_envs is not None else cfg.num_envs)  # before the MJCF is edited by it
-        _check_robot_model(task, cfg, robot_file)
+    _check_robot_model(task, cfg, robot_file)
     # Seeding is the caller's choice of a process-wide stream, not the env's: the env only draws.
     torch.manual_seed(seed)
     return ManagerBasedRlEnv(cfg, num_envs, device, name=task, **env_kwargs)
@@ -306,7 +306,11 @@ def _mujoco_message(error: Exception) -> str:
 
 def _check_robot_model(task: str, cfg: EnvCfg, robot_file: Path | None) -> None:
     """Compile the robot's MJCF with MuJoCo and check it and the robot config against each other
-    (``envs.robot_check``), so a bad robot fails in one line before the env is built."""
+    (``envs.robot_check``), so a bad robot fails in one line before the env is built (a task
+    without a robot section has nothing to check)."""
+    robot = cfg.robot
+    if robot is None:
+        return
     where = f"robot config {robot_file}: 'model'" if robot_file is not None else "'sim.model'"
     try:
         model_file = model_path(cfg.sim.model)
@@ -317,7 +321,7 @@ def _check_robot_model(task: str, cfg: EnvCfg, robot_file: Path | None) -> None:
     except ValueError as error:  # MuJoCo's parser
         raise ValueError(f"task '{task}': {model_file}: {_mujoco_message(error)}") from None
     try:
-        robot_edit(cfg.robot)(spec)  # the robot config's physics options and MJCF edits, as the env applies them
+        robot_edit(robot)(spec)  # the robot config's physics options and MJCF edits, as the env applies them
     except ValueError as error:
         raise ValueError(f"task '{task}': robot config {robot_file or 'the robot section'}: {error}") from None
     try:
@@ -325,6 +329,6 @@ def _check_robot_model(task: str, cfg: EnvCfg, robot_file: Path | None) -> None:
     except ValueError as error:  # MuJoCo's compiler: e.g. a keyframe of the wrong size
         raise ValueError(f"task '{task}': {model_file}: {_mujoco_message(error)}") from None
     try:
-        check_robot(cfg.robot, model, robot_file or "the robot section", model_file)
+        check_robot(robot, model, robot_file or "the robot section", model_file)
     except ValueError as error:
         raise ValueError(f"task '{task}': {error}") from None

@@ -351,7 +351,7 @@ class ManagerBasedRlEnv(StepPhases, StepCapture):
         terrain.set_levels(level.to(self.device))
 
     def _stateful_terms(self) -> list[tuple[str, Term]]:
-        managers = [
+        managers: list[tuple[str, list[Term]]] = [
             ("commands", list(self.command_manager.terms.values())),
             ("rewards", self.reward_manager.terms),
             ("terminations", self.termination_manager.terms),

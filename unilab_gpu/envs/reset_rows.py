@@ -58,17 +58,16 @@ class ResetRowCompactor:
         self.num_envs = num_envs
         self.capacity = capacity
         self.device = torch.device(device)
-        kw = {"device": self.device}
-        self.env_ids = torch.full((capacity,), num_envs, dtype=torch.int64, **kw)
-        self.valid = torch.zeros(capacity, dtype=torch.bool, **kw)
-        self.reset_mask = torch.zeros(num_envs, dtype=torch.bool, **kw)
-        self.pending = torch.zeros(num_envs, dtype=torch.bool, **kw)
-        self.deferred_count = torch.zeros((), dtype=torch.int64, **kw)
+        self.env_ids = torch.full((capacity,), num_envs, dtype=torch.int64, device=self.device)
+        self.valid = torch.zeros(capacity, dtype=torch.bool, device=self.device)
+        self.reset_mask = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
+        self.pending = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
+        self.deferred_count = torch.zeros((), dtype=torch.int64, device=self.device)
         self._picks = min(capacity, num_envs)
-        self.wait = torch.zeros(num_envs, dtype=torch.int64, **kw)
+        self.wait = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
         """``(num_envs,)`` int64, calls each pending row has waited so far (0 for the others)."""
         # Tie-break: among rows that waited equally long, the lower id first.
-        self._row_order = num_envs - torch.arange(num_envs, dtype=torch.int64, **kw)
+        self._row_order = num_envs - torch.arange(num_envs, dtype=torch.int64, device=self.device)
 
     def compact(self, done: torch.Tensor) -> None:
         """Selects up to ``capacity`` rows among ``done`` and the pending rows.

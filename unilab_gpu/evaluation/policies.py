@@ -10,9 +10,9 @@ from pathlib import Path
 import torch
 
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
+from unilab_gpu.evaluation.rollout import Policy, agent_policy
 from unilab_gpu.rl.agents import agent_from_checkpoint
 from unilab_gpu.rl.checkpoint import load_checkpoint, resolve_checkpoint
-from unilab_gpu.rl.evaluation import Policy, agent_policy
 
 ONNX_KEYS = ("task", "env_overrides", "observation_group", "observation_dim", "action_dim", "algo")
 """Metadata keys of an exported file that a rollout needs."""

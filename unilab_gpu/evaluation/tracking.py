@@ -30,7 +30,7 @@ from unilab_gpu.envs.make_env import load_task_cfg, make_env
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.evaluation.metrics import METRICS, TrackedState, tracking_errors
 from unilab_gpu.evaluation.policies import TrainedPolicy
-from unilab_gpu.rl.evaluation import Policy
+from unilab_gpu.evaluation.rollout import Policy
 from unilab_gpu.utils.progress import progress_bar
 
 EVAL_OVERRIDES = (

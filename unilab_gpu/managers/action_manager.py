@@ -60,23 +60,17 @@ class ActionManager:
         """Steps per row whose action had a non-finite entry (cumulative)."""
         self.non_finite_rows = torch.zeros(n, dtype=torch.bool, device=device)
         """Rows whose action of this step had a non-finite entry, ``(num_envs,)``."""
-        self._bias_range = cfg.target_bias
-        self.target_bias = None
+        self._bias_low, self._bias_high = cfg.target_bias or (0.0, 0.0)
+        self.target_bias: torch.Tensor | None = None
         """With ``target_bias``: each row's offset of its targets, ``(num_envs + 1, action_dim)`` (the
         extra row takes padded reset ids)."""
         if cfg.target_bias is not None:
-            self.target_bias = torch.full((n + 1, self.action_dim), float(cfg.target_bias[0]), device=device)
-        self._delay_range = cfg.delay_steps
-        self.delay = None
-        """With ``delay_steps``: each row's latency in control steps, ``(num_envs + 1,)`` int64."""
-        self._line = self._line_fresh = None
+            self.target_bias = torch.full((n + 1, self.action_dim), float(self._bias_low), device=device)
+        self.delay_line: DelayLine | None = None
+        """With ``delay_steps``: the targets of the last steps and each row's latency."""
         if cfg.delay_steps is not None:
             low, high = cfg.delay_steps
-            self.delay = torch.full((n + 1,), low, dtype=torch.int64, device=device)
-            self._line = torch.zeros(high + 1, n, self.action_dim, device=device)
-            """``(high + 1, num_envs, action_dim)``: the targets of the last steps, newest first."""
-            self._line_fresh = torch.ones(n + 1, dtype=torch.bool, device=device)
-            """Rows whose next targets start their line (a new episode), ``(num_envs + 1,)``."""
+            self.delay_line = DelayLine(low, high, n, self.action_dim, device)
 
     def _action_bounds(self, clip: list[float] | None) -> tuple[torch.Tensor, torch.Tensor]:
         low, high = self.term.action_range()
@@ -104,34 +98,58 @@ class ActionManager:
         targets = self.term.targets(action)
         if self.target_bias is not None:
             targets = targets + self.target_bias[:-1]
-        if self._line is not None:
-            targets = self._delayed(targets)
+        if self.delay_line is not None:
+            targets = self.delay_line(targets)
         self._ctrl.index_copy_(1, self.term.ctrl_cols, targets)
 
-    def _delayed(self, targets: torch.Tensor) -> torch.Tensor:
-        """Push this step's ``targets`` ``(num_envs, action_dim)`` into the line; return each row's
-        targets of ``delay`` steps ago."""
-        line = self._line
-        n = line.shape[1]
-        shifted = torch.cat((targets[None], line[:-1]))
-        fresh = self._line_fresh[:-1].view(1, n, 1)
-        line.copy_(torch.where(fresh, targets[None].expand_as(line), shifted))
-        self._line_fresh.fill_(False)
-        return line.gather(0, self.delay[:-1].view(1, n, 1).expand(1, n, line.shape[2]))[0]
+    @property
+    def delay(self) -> torch.Tensor | None:
+        """With ``delay_steps``: each row's latency in control steps, ``(num_envs + 1,)`` int64."""
+        return None if self.delay_line is None else self.delay_line.delay
 
     def reset(self, env_ids: torch.Tensor) -> None:
         """Forget the previous actions of rows starting an episode (ids padded with num_envs), and
         draw their target bias and latency."""
         self._history.index_fill_(1, env_ids, 0.0)
         k, device = env_ids.shape[0], env_ids.device
-        if self.target_bias is not None and self._bias_range[1] > self._bias_range[0]:
-            low, high = self._bias_range
+        low, high = self._bias_low, self._bias_high
+        if self.target_bias is not None and high > low:
             self.target_bias.index_copy_(0, env_ids, low + (high - low) * torch.rand(k, self.action_dim, device=device))
-        if self.delay is not None:
-            self._line_fresh.index_fill_(0, env_ids, True)
-            low, high = self._delay_range
-            if high > low:
-                self.delay.index_copy_(0, env_ids, torch.randint(low, high + 1, (k,), device=device))
+        if self.delay_line is not None:
+            self.delay_line.reset(env_ids)
+
+
+class DelayLine:
+    """Targets reaching ``ctrl`` ``delay`` control steps late, ``delay`` drawn per row from
+    ``[low, high]`` at each episode start (``actions.delay_steps``)."""
+
+    def __init__(self, low: int, high: int, num_envs: int, action_dim: int, device: str | torch.device) -> None:
+        self.low, self.high = low, high
+        self.delay = torch.full((num_envs + 1,), low, dtype=torch.int64, device=device)
+        """Each row's latency in control steps, ``(num_envs + 1,)`` int64 (the extra row takes padded reset ids)."""
+        self.line = torch.zeros(high + 1, num_envs, action_dim, device=device)
+        """``(high + 1, num_envs, action_dim)``: the targets of the last steps, newest first."""
+        self.fresh = torch.ones(num_envs + 1, dtype=torch.bool, device=device)
+        """Rows whose next targets start their line (a new episode), ``(num_envs + 1,)``."""
+
+    def __call__(self, targets: torch.Tensor) -> torch.Tensor:
+        """Push this step's ``targets`` ``(num_envs, action_dim)`` into the line; return each row's
+        targets of ``delay`` steps ago."""
+        line = self.line
+        n = line.shape[1]
+        shifted = torch.cat((targets[None], line[:-1]))
+        fresh = self.fresh[:-1].view(1, n, 1)
+        line.copy_(torch.where(fresh, targets[None].expand_as(line), shifted))
+        self.fresh.fill_(False)
+        return line.gather(0, self.delay[:-1].view(1, n, 1).expand(1, n, line.shape[2]))[0]
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        """Rows starting an episode (ids padded with num_envs) start their line afresh and draw their latency."""
+        self.fresh.index_fill_(0, env_ids, True)
+        if self.high > self.low:
+            self.delay.index_copy_(
+                0, env_ids, torch.randint(self.low, self.high + 1, (env_ids.shape[0],), device=env_ids.device)
+            )
 
 
 def _build_term(cfg: ActionCfg, env: EnvView) -> ActionTerm:

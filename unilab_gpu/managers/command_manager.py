@@ -23,7 +23,9 @@ class CommandManager:
     step's rewards score."""
 
     def __init__(self, cfg: dict[str, CommandTermCfg | None], env: EnvView) -> None:
-        self.terms: dict[str, Term] = {}
+        self.terms: dict[str, Term[CommandTermCfg]] = {}
+        self._commands: list[Any] = []
+        """The terms' objects in configured order, each with ``update`` and ``reset``."""
         for name, c in cfg.items():
             if c is None:
                 continue
@@ -32,9 +34,8 @@ class CommandManager:
                 if not callable(getattr(term.instance, method, None)):
                     raise TypeError(f"commands.{name}.func: a command term must be a class with {method}()")
             self.terms[name] = term
-        self._advancing = [
-            t.instance.advance for t in self.terms.values() if callable(getattr(t.instance, "advance", None))
-        ]
+            self._commands.append(term.instance)
+        self._advancing = [c.advance for c in self._commands if callable(getattr(c, "advance", None))]
 
     @property
     def advances(self) -> bool:
@@ -48,8 +49,8 @@ class CommandManager:
         return self.terms[name].instance
 
     def update(self, env: EnvView) -> None:
-        for term in self.terms.values():
-            term.instance.update(env)
+        for command in self._commands:
+            command.update(env)
 
     def advance(self, env: EnvView) -> None:
         for advance in self._advancing:
@@ -57,5 +58,5 @@ class CommandManager:
 
     def reset(self, staging: ResetStaging) -> None:
         """Step 2 of ``managers.reset_staging``: every command term, in configured order."""
-        for term in self.terms.values():
-            term.instance.reset(staging)
+        for command in self._commands:
+            command.reset(staging)

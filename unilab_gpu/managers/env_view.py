@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 class StatsRegistry(Protocol):
     """The part of the env's episode statistics that terms use: publish device scalars."""
 
+    step_sums: dict[str, torch.Tensor]
+    """The accumulators of ``add_step_mean`` by name (terms that add into one shared accumulator find it here)."""
+
     def register(self, name: str, value: torch.Tensor) -> None:
         """Report the 0-d tensor ``value`` (kept up to date by the term) under ``name``."""
         ...

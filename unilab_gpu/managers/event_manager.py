@@ -29,12 +29,14 @@ class EventManager:
     """
 
     def __init__(self, cfg: dict[str, EventTermCfg | None], env: EnvView) -> None:
-        self.by_mode: dict[str, list[Term]] = {mode: [] for mode in EVENT_MODES}
+        self.by_mode: dict[str, list[Term[EventTermCfg]]] = {mode: [] for mode in EVENT_MODES}
         self.intervals: list[tuple[float, float]] = []
         for name, c in cfg.items():
             if c is None:
                 continue
             if c.mode == "interval":  # mode and range checked with the config (envs.env_cfg)
+                if c.interval_range_s is None:
+                    raise ValueError(f"events.{name}.interval_range_s: an interval event needs [low, high] seconds")
                 low, high = c.interval_range_s
                 self.intervals.append((float(low), float(high)))
             call_args = ("mask",) if c.mode == "interval" else ("env_ids",)

@@ -35,7 +35,7 @@ class ObservationGroup:
 
     def __init__(self, name: str, cfg: ObservationGroupCfg, env: EnvView) -> None:
         self.name = name
-        self.terms: list[Term] = []
+        self.terms: list[Term[ObservationTermCfg]] = []
         self.cfgs: list[ObservationTermCfg] = []
         self.layouts: list[_Layout] = []
         self.enable_noise = cfg.enable_noise

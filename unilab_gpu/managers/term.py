@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import torch
 
@@ -90,10 +90,14 @@ def _is_term(target: Any) -> bool:
     return bool(parameters) and parameters[0].name == "env"
 
 
-class Term:
-    """One configured term, ready for the hot path: ``term(env)`` and ``term.reset(env_ids)``."""
+C = TypeVar("C", bound=TermCfg)
 
-    def __init__(self, name: str, cfg: TermCfg, env: EnvView, where: str, call_args: tuple[str, ...] = ()) -> None:
+
+class Term(Generic[C]):
+    """One configured term, ready for the hot path: ``term(env)`` and ``term.reset(env_ids)``
+    (``Term[RewardTermCfg]``: a term whose ``cfg`` is a reward's, with its ``weight``)."""
+
+    def __init__(self, name: str, cfg: C, env: EnvView, where: str, call_args: tuple[str, ...] = ()) -> None:
         """Args:
         call_args: names of the positional arguments passed after ``env`` on every call
           (events get ``env_ids`` or ``mask``), used to check the configured params.
@@ -105,7 +109,7 @@ class Term:
         self.instance: Any | None = None
         """The object of a class term (its state, ``reset``, a command's ``update``); None for a
         function term, which keeps no state."""
-        if inspect.isclass(target):
+        if isinstance(target, type):  # inspect.isclass, which type checkers read as type[object]
             check_params(target, cfg.func, params, (), f"{where}.params")
             try:
                 self.instance = target(env, **params)

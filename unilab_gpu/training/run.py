@@ -23,6 +23,8 @@ from omegaconf import DictConfig, OmegaConf
 from unilab_gpu import __version__
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
+from unilab_gpu.evaluation.periodic import PeriodicEvaluation
+from unilab_gpu.evaluation.tracking import NotATrackingPolicy
 from unilab_gpu.rl.agents import algo_config, make_agent
 from unilab_gpu.rl.checkpoint import (
     CheckpointError,
@@ -38,7 +40,6 @@ from unilab_gpu.rl.off_policy import run_updates
 from unilab_gpu.rl.trainer import OffPolicyTrainer, Trainer, TrainerSettings
 from unilab_gpu.sim.simulator import scene_xml
 from unilab_gpu.training.config import ConfigError
-from unilab_gpu.training.evaluation import PeriodicEvaluation
 from unilab_gpu.training.resume_check import (
     built_mismatches,
     raise_on_mismatches,
@@ -273,7 +274,10 @@ def _build(
     trainer = make_trainer(env, cfg, seed, data_parallel)
     agent, settings = trainer.agent, trainer.settings
     if main and settings.eval_every:  # before the run folder: a task without motion is a config error
-        trainer.on_evaluation = PeriodicEvaluation(cfg, torch.device(env.device))
+        try:
+            trainer.on_evaluation = PeriodicEvaluation(cfg, torch.device(env.device))
+        except NotATrackingPolicy as error:
+            raise ConfigError(f"train config: 'eval.every' {cfg.eval.every}: {error}") from None
     changes: list[str] = []
     if checkpoint is not None:
         # Listed with the algo keys that changed, which explain a network-shape mismatch.

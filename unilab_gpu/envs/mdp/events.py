@@ -4,6 +4,7 @@ interval events act on the rows in ``mask``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import mujoco
@@ -288,6 +289,6 @@ class RandomizeBodyCom:
         write_model_rows(self.ipos, env_ids, ipos)
 
 
-def _uniform(bounds: tuple[float, float], shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+def _uniform(bounds: Sequence[float], shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
     lo, hi = bounds
     return lo + (hi - lo) * torch.rand(shape, device=device)

@@ -8,17 +8,15 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
+from unilab_gpu.evaluation.rollout import agent_policy
 from unilab_gpu.evaluation.tracking import (
     SETS,
-    NotATrackingPolicy,
     TrackingEvaluation,
     check_tracking_task,
     make_eval_env,
     motion_files,
 )
-from unilab_gpu.rl.evaluation import agent_policy
 from unilab_gpu.rl.trainer import Trainer
-from unilab_gpu.training.config import ConfigError
 
 LOGGED = ("success_rate", "mpkpe_m", "r_mpkpe_m", "joint_pos_error_rad", "ee_pos_error_m")
 """Overall results of each set written to TensorBoard as ``eval/<set>/<key>``."""
@@ -34,15 +32,13 @@ class PeriodicEvaluation:
     random numbers with or without evaluation.
 
     Raises:
-        ConfigError: ``eval.every`` is set on a task that follows no motion.
+        NotATrackingPolicy: the task follows no motion (training reports it as a config error of
+            ``eval.every``).
     """
 
     def __init__(self, cfg: DictConfig, device: torch.device) -> None:
         task, overrides = cfg.task, list(cfg.env.overrides)
-        try:
-            check_tracking_task(task, overrides, f"task '{task}'")
-        except NotATrackingPolicy as error:
-            raise ConfigError(f"train config: 'eval.every' {cfg.eval.every}: {error}") from None
+        check_tracking_task(task, overrides, f"task '{task}'")
         self.devices = [device] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=self.devices):
             env = make_eval_env(task, overrides, cfg.eval.trials, str(device), seed=cfg.seed)
