@@ -123,7 +123,7 @@ def learn(out_dir: Path, fleet_env_steps: int, seed: int = 0) -> None:
     """Train SAC on the pendulum with ``tests/test_rl_learning.py``'s settings, 4 envs per rank
     (rank r seeded ``world_size * seed + r``), for ``fleet_env_steps`` over all ranks; rank 0 writes
     the evaluation score."""
-    from test_rl_learning import PENDULUM, evaluation_env
+    from test_rl_learning import ITERATIONS, PENDULUM, evaluation_env
 
     from unilab_gpu.envs.make_env import make_env
     from unilab_gpu.evaluation.rollout import agent_policy, evaluate
@@ -137,9 +137,12 @@ def learn(out_dir: Path, fleet_env_steps: int, seed: int = 0) -> None:
         seed = launch.world_size * seed + launch.rank
         torch.manual_seed(seed)
         env = make_env("pendulum", num_envs=4, compile=False, seed=seed, announce=False)
-        cfg = algo_config({"name": "sac", "buffer_capacity_per_env": 2000, **PENDULUM["sac"]}, compile=False)
-        agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
         iterations = fleet_env_steps // (env.num_envs * launch.world_size)
+        # The random-action warm-up keeps its share of the single-process test's iterations.
+        warmup = PENDULUM["sac"]["warmup_steps"] * iterations // ITERATIONS["sac"]
+        values = {"name": "sac", "buffer_capacity_per_env": 2000, **PENDULUM["sac"], "warmup_steps": warmup}
+        cfg = algo_config(values, compile=False)
+        agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
         settings = TrainerSettings(iterations=iterations, log_every=100, seed=seed)
         trainer = OffPolicyTrainer(env, agent, settings, data_parallel=dp)
         trainer.train()

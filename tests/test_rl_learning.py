@@ -55,7 +55,7 @@ import time
 
 import pytest
 import torch
-from learning_spread import RUNS, SPREAD_FILE, fingerprint, settings
+from learning_spread import MARGIN, RUNS, SPREAD_FILE, fingerprint, settings, threshold
 from rl_agent_helpers import COMPILE_BACKEND
 
 from unilab_gpu.envs.make_env import make_env
@@ -64,7 +64,7 @@ from unilab_gpu.rl.agents import algo_config, make_agent
 from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
 
 RANDOM_RETURN = -1181.0
-THRESHOLD = -400.0
+THRESHOLD = {"sac": -400.0, "flashsac": -400.0}
 NUM_ENVS = 8
 
 PENDULUM = {
@@ -76,6 +76,10 @@ PENDULUM = {
         learning_rate=1e-3,
         learning_rate_end=1e-3,
         alpha_init=0.1,
+        # 500 iterations (4,000 transitions) of uniform random actions before the first update:
+        # with the preset's 10, seeds 0-2 reached -312 / -424 / -637 (tests/data/learning_spread.json's
+        # history in the module docstring); the swing-up needs the replay to hold swings first.
+        warmup_steps=500,
         # A 12k-step budget needs an actor step per critic step and a fast target: with the G1
         # preset's actor_update_period=2 and tau=0.05 (holosoma's) it reaches only -650 here.
         actor_update_period=1,
@@ -100,7 +104,7 @@ PENDULUM = {
         batch_norm_momentum=0.1,  # running statistics must keep up with 3e-3 steps (see above)
     ),
 }
-ITERATIONS = {"sac": 1500, "flashsac": 1000}
+ITERATIONS = {"sac": 1500, "flashsac": 1500}
 
 
 def evaluation_env():
@@ -152,6 +156,25 @@ def test_the_committed_spread_was_measured_with_the_tests_settings():
             assert row["threads"] in (1, 2) and row["seed"] >= 0 and math.isfinite(row["score"])
 
 
+def test_every_learning_threshold_clears_its_measured_spread_by_the_margin():
+    """Each learning test's threshold sits at least ``MARGIN`` below every score its settings
+    reached over seeds 0-2 at 1 and 2 torch threads (tests/data/learning_spread.json), so neither
+    the seed nor the matmul's reduction order decides whether it passes."""
+    spread = json.loads(SPREAD_FILE.read_text())
+    grid = {(seed, threads) for seed in (0, 1, 2) for threads in (1, 2)}
+    for run in RUNS:
+        rows = spread["runs"][run]["scores"]
+        missing = grid - {(row["seed"], row["threads"]) for row in rows}
+        assert not missing, (
+            f"{run}: (seed, threads) {sorted(missing)} not measured: python tests/learning_spread.py --runs {run}"
+        )
+        worst = min(rows, key=lambda row: row["score"])
+        assert worst["score"] - threshold(run) >= MARGIN, (
+            f"{run}: seed {worst['seed']} at {worst['threads']} threads scored {worst['score']}, "
+            f"within {MARGIN} of the threshold {threshold(run)}"
+        )
+
+
 def test_random_policy_score():
     env = evaluation_env()
     stats = evaluate(env, uniform_random_policy(env, torch.Generator().manual_seed(0)), env.max_episode_length)
@@ -163,7 +186,8 @@ def test_random_policy_score():
 @pytest.mark.parametrize("algo", ["sac", "flashsac"])
 def test_agent_swings_the_pendulum_up(algo):
     score = train_and_score(algo)
-    assert score > THRESHOLD, f"{algo} scored {score:.0f} (random {RANDOM_RETURN:.0f}, need {THRESHOLD:.0f})"
+    need = THRESHOLD[algo]
+    assert score > need, f"{algo} scored {score:.0f} (random {RANDOM_RETURN:.0f}, need {need:.0f})"
 
 
 @pytest.mark.slow
@@ -171,4 +195,5 @@ def test_flashsac_swings_the_pendulum_up_through_the_compiled_update():
     """The main job's algorithm learns with every update piece under ``torch.compile`` (Dynamo
     whole-graph capture with the tests' backend, ``UNILAB_TEST_COMPILE_BACKEND``)."""
     score = train_and_score("flashsac", compile=True)
-    assert score > THRESHOLD, f"compiled flashsac scored {score:.0f} (random {RANDOM_RETURN:.0f}, need {THRESHOLD:.0f})"
+    need = THRESHOLD["flashsac"]
+    assert score > need, f"compiled flashsac scored {score:.0f} (random {RANDOM_RETURN:.0f}, need {need:.0f})"

@@ -261,3 +261,31 @@ def test_grid_runs_a_tracking_policy_on_its_reference(tmp_path) -> None:
     report = robustness_grid(policy, motion=str(clip), seconds=0.2)
     assert report["error"] == "body_pos_error_anchored_m" and report["commands"] is None
     assert report["payload_body"] == "torso_link" and all(c["steps"] == 10 for c in report["cells"])
+
+
+def test_a_single_run_injects_the_faults_of_the_grid_cell_of_the_same_level(tmp_path, capsys) -> None:
+    """``--delay-steps 1 --encoder-bias 0.02`` runs what the grid's cells inject (one code path:
+    the run equals ``run_cell`` on a cell carrying both faults) and says so in its report."""
+    out = tmp_path / "faulty.json"
+    args = [str(POLICY), "--command", "0.5,0,0", "--seconds", "0.6", "--out", str(out)]
+    assert main([*args, "--delay-steps", "1", "--encoder-bias", "0.02"]) == 0
+    report = json.loads(out.read_text())
+    assert report["faults"] == {"delay_steps": 1, "encoder_bias_rad": 0.02, "noise_scale": 0.0, "noise_seed": 0}
+    assert "faults: delay_steps 1, encoder_bias_rad 0.02" in capsys.readouterr().out
+    prepared = Scenario(POLICY, command=[0.5, 0.0, 0.0], seconds=0.6).prepare(print)
+    both = Faults(delay_steps=1, encoder_bias=0.02)
+    cell = run_cell(prepared, Cell("both", 1.0, both, WorldFaults(payload_body="torso_link")), [[0.5, 0.0, 0.0]], 0.6)
+    assert report["summary"]["lin_vel_error_mps"] == pytest.approx(cell["error"], abs=1e-5)
+    nominal = tmp_path / "nominal.json"
+    assert main([*args[:-1], str(nominal)]) == 0
+    clean = json.loads(nominal.read_text())
+    assert clean["faults"] is None
+    assert clean["summary"]["lin_vel_error_mps"] != pytest.approx(report["summary"]["lin_vel_error_mps"], abs=1e-6)
+
+
+def test_single_run_faults_are_refused_with_the_grid_and_checked(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit):
+        main([str(POLICY), "--robustness", "--delay-steps", "1"])
+    assert "drop --delay-steps" in capsys.readouterr().err
+    assert main([str(POLICY), "--command", "0.5,0,0", "--seconds", "0.1", "--delay-steps", "-1"]) == 2
+    assert "delay_steps must be an integer in [0, 50], got -1" in capsys.readouterr().err

@@ -56,6 +56,7 @@ from typing import Any
 
 import mujoco
 
+from unilab_gpu.deploy import Faults
 from unilab_gpu.deploy.foreign import format_names
 from unilab_gpu.export.sim2sim import Scenario, sim2sim
 from unilab_gpu.export.sim2sim.report import write_report
@@ -132,6 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--terrain-column", type=int, default=None, help="start in this column (default: 0)")
     start.add_argument("--sub-terrain", default=None, help="start in the first column of this sub-terrain type")
+    faults = parser.add_argument_group("robot-side faults for the whole run (docs/deploy.md, robustness)")
+    faults.add_argument("--delay-steps", type=int, default=0, help="control steps of latency in the command path")
+    faults.add_argument("--encoder-bias", type=float, default=0.0, help="rad added to every observed joint position")
+    faults.add_argument("--noise-scale", type=float, default=0.0, help="times the training observation noise")
     parser.add_argument("--robustness", action="store_true", help="run the robustness grid (docs/deploy.md)")
     parser.add_argument("--plot", default=None, help="with --robustness: write the grid's heat map (PNG)")
     args = parser.parse_args(_joined_command(sys.argv[1:] if argv is None else list(argv)))
@@ -149,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 check_output(path, option, force=args.force, inputs=_inputs(args), example=example)
         scenario = Scenario(
             args.policy,
+            faults=Faults(delay_steps=args.delay_steps, encoder_bias=args.encoder_bias, noise_scale=args.noise_scale),
             command=args.command,
             motion=args.motion,
             seconds=args.seconds,
@@ -189,6 +195,8 @@ def _robustness(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     from unilab_gpu.export.sim2sim.robustness import VELOCITY_COMMANDS, plot_grid, robustness_grid
 
     refused = [o for o, v in (("--video", args.video), ("--terrain", args.terrain)) if v is not None]
+    refused += [o for o, v in (("--delay-steps", args.delay_steps), ("--encoder-bias", args.encoder_bias)) if v]
+    refused += ["--noise-scale"] if args.noise_scale else []
     refused += [
         o
         for o, v in (
@@ -199,7 +207,10 @@ def _robustness(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         if v is not None
     ]
     if refused:
-        parser.error(f"--robustness runs on the policy's MJCF ground without a video; drop {', '.join(refused)}")
+        parser.error(
+            f"--robustness runs on the policy's MJCF ground without a video, each fault at the grid's levels; "
+            f"drop {', '.join(refused)}"
+        )
     try:
         for option, path, example in (("--out", args.out, "grid.json"), ("--plot", args.plot, "grid.png")):
             if path is not None:
@@ -266,6 +277,8 @@ PRINTED_ROWS = 60
 
 
 def _print(report: dict[str, Any]) -> None:
+    if report["faults"] is not None:
+        print("  faults: " + ", ".join(f"{key} {value}" for key, value in report["faults"].items()))
     rows = report["per_second"]
     keys = [k for k in rows[0] if k != "second"]
     print("  second  " + "  ".join(f"{k:>24}" for k in keys))

@@ -62,6 +62,18 @@ class Faults:
         ):
             raise DeploymentError(f"faults: noise_scale must be a finite number >= 0, got {self.noise_scale!r}")
 
+    def report(self) -> dict[str, Any] | None:
+        """What a run's report says about its faults: ``None`` without any, else their levels."""
+        bias = np.asarray(self.encoder_bias, dtype=np.float64)
+        if self.delay_steps == 0 and not np.any(bias) and self.noise_scale == 0:
+            return None
+        return {
+            "delay_steps": int(self.delay_steps),
+            "encoder_bias_rad": float(bias) if bias.ndim == 0 else bias.tolist(),
+            "noise_scale": float(self.noise_scale),
+            "noise_seed": self.seed,
+        }
+
 
 class FaultInjector:
     """The state of :class:`Faults` in one controller: the target delay line and the noise generator.

@@ -131,6 +131,7 @@ def sim2sim_report(
         "terrain": ground.report(placed=scenario.origin is not None) if ground is not None else None,
         "engine": f"MuJoCo {mujoco.__version__} (C)",
         "command": None if scenario.tracking else [float(c) for c in command],
+        "faults": scenario.scenario.faults.report(),
         "motion": scenario.motion_name,
         "seconds": round(result["steps"] * controller.control_dt, 9),
         "control_dt": controller.control_dt,

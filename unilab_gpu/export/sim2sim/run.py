@@ -299,6 +299,7 @@ def sim2sim(
       DeploymentError: the scenario cannot be built (:meth:`~.scenario.Scenario.prepare`).
     """
     prepared = scenario.prepare(announce)
+    prepared.controller.faults = scenario.faults
     divergence = prepared.cfg.divergence
     run = Sim2Sim(prepared.controller, scenario.command, prepared.falls, prepared.origin, divergence, announce)
     announce(prepared.describe())

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import mujoco
 import numpy as np
 
-from unilab_gpu.deploy import Controller, DeploymentError, ReferenceMotion
+from unilab_gpu.deploy import Controller, DeploymentError, Faults, ReferenceMotion
 from unilab_gpu.deploy.controller import command_of
 from unilab_gpu.deploy.foreign import ForeignPolicy, open_policy
 from unilab_gpu.deploy.physics import apply_physics_options
@@ -62,6 +62,8 @@ class Scenario:
         level; the column, or the first column of that type).
       format: the policy file's format: ``unilab`` (an export) or a foreign format
         (:func:`~unilab_gpu.deploy.foreign.format_names`); ``None``: detected from its metadata.
+      faults: the robot-side faults the runtime injects for the whole run (latency, encoder
+        bias, observation noise; :class:`~unilab_gpu.deploy.faults.Faults`); default none.
     """
 
     policy_path: str | Path
@@ -74,6 +76,7 @@ class Scenario:
     terrain_column: int | None = None
     sub_terrain: str | None = None
     format: str | None = None
+    faults: Faults = field(default_factory=Faults)
 
     def prepare(self, announce: Callable[[str], None] = print) -> PreparedScenario:
         """Load the policy and build what its run simulates; ``announce`` receives the line saying that
