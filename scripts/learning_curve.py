@@ -43,11 +43,10 @@ import contextlib
 import json
 import math
 import shlex
-import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -61,7 +60,7 @@ from unilab_gpu.rl.evaluation import agent_policy, evaluate
 from unilab_gpu.rl.logger import RecordingLogger
 from unilab_gpu.training.config import compose_train_config, resolve_auto
 from unilab_gpu.training.run import build_run
-from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE, stop_on_signals
+from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE, stop_on_signals, stop_signals_interrupt
 from unilab_gpu.utils.files import (
     OutputPathError,
     check_output,
@@ -311,25 +310,6 @@ class Interrupted(Exception):
     """A SIGINT or SIGTERM ended the run early; the report so far is on disk (``interrupted``)."""
 
 
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """While active, SIGTERM (a device call's or a scheduler's stop) raises ``KeyboardInterrupt``
-    as SIGINT does, so both reach the same handler that writes the report so far."""
-
-    def raise_interrupt(signum, frame) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, raise_interrupt)
-    except ValueError:  # not the main thread (a test's worker): leave SIGTERM alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run(args: argparse.Namespace, write: Callable[[dict], None] = lambda report: None) -> dict:
     """Train and evaluate; ``write(report)`` gets the report so far (``complete: false``, the
     ``stage`` it is in) after the untrained evaluation, at every logging point and after training.
@@ -396,7 +376,7 @@ def run(args: argparse.Namespace, write: Callable[[dict], None] = lambda report:
             write(report)
 
         try:
-            with sigterm_as_interrupt():
+            with stop_signals_interrupt():
                 built = build_run(cfg)
                 if built.lock is not None:
                     scope.callback(built.lock.release)
@@ -425,7 +405,7 @@ def run(args: argparse.Namespace, write: Callable[[dict], None] = lambda report:
             if stopped is not None:
                 raise KeyboardInterrupt(stopped)
             progress("trained evaluation")
-            with sigterm_as_interrupt():
+            with stop_signals_interrupt():
                 trained = evaluation(args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1)
                 if clean:
                     trained["clean_eval"] = clean_evaluation(
