@@ -64,9 +64,9 @@ BOUNDS = {
     "--seconds": Bound(0, MAX_SECONDS, low_open=True, meaning="seconds each row walks"),
     "--command": Bound(-MAX_COMMAND, MAX_COMMAND, meaning="each of v_x v_y omega_z, m/s and rad/s"),
     "--rows-per-column": Bound(1, integer=True),
-    "--terrain-level": Bound(0, integer=True, meaning="a level of the terrain, 0 the easiest"),
 }
-"""The range of each numeric option (:func:`~unilab_gpu.cli.arguments.check_bounds`)."""
+"""The range of each numeric option (:func:`~unilab_gpu.cli.arguments.check_bounds`); the rows of all
+columns and levels, and the levels, are checked against the terrain (``evaluation.terrain``)."""
 
 COLUMNS = (
     ("success_rate", "success", "{:>8.1%}"),

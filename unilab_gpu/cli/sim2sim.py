@@ -56,7 +56,7 @@ from typing import Any
 
 import mujoco
 
-from unilab_gpu.cli.arguments import MAX_COMMAND, MAX_SECONDS, Bound, check_bounds, whole
+from unilab_gpu.cli.arguments import MAX_COMMAND, MAX_SECONDS, Bound, check_bounds
 from unilab_gpu.deploy.foreign import format_names
 from unilab_gpu.export.sim2sim import Scenario, sim2sim
 from unilab_gpu.export.sim2sim.report import write_report
@@ -68,10 +68,9 @@ from unilab_gpu.utils.files import OutputPathError, check_output, write_atomic, 
 BOUNDS = {
     "--command": Bound(-MAX_COMMAND, MAX_COMMAND, meaning="each of vx, vy, wz, m/s and rad/s"),
     "--seconds": Bound(0, MAX_SECONDS, low_open=True, meaning="simulated seconds"),
-    "--terrain-level": Bound(0, integer=True, meaning="a level of the terrain, 0 the easiest"),
-    "--terrain-column": Bound(0, integer=True, meaning="a column of the terrain"),
 }
-"""The range of each numeric option (:func:`~unilab_gpu.cli.arguments.check_bounds`)."""
+"""The range of each numeric option (:func:`~unilab_gpu.cli.arguments.check_bounds`); a level or
+column is checked against the terrain, which the run reads."""
 
 PROGRESS_SECONDS = 10.0
 """Wall-clock seconds between progress lines of a run."""
@@ -137,9 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="terrain name (configs/terrain/NAME.yaml) or file (a terrain: mapping) in place of the policy's terrain",
     )
-    parser.add_argument("--terrain-level", type=whole, default=None, help="start on this level (default: the top one)")
+    parser.add_argument("--terrain-level", type=int, default=None, help="start on this level (default: the top one)")
     start = parser.add_mutually_exclusive_group()
-    start.add_argument("--terrain-column", type=whole, default=None, help="start in this column (default: 0)")
+    start.add_argument("--terrain-column", type=int, default=None, help="start in this column (default: 0)")
     start.add_argument("--sub-terrain", default=None, help="start in the first column of this sub-terrain type")
     parser.add_argument("--robustness", action="store_true", help="run the robustness grid (docs/deploy.md)")
     parser.add_argument("--plot", default=None, help="with --robustness: write the grid's heat map (PNG)")
