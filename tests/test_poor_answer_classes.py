@@ -221,6 +221,7 @@ def test_sigterm_stops_sim2sim_and_writes_its_report(tmp_path, capsys, monkeypat
         def __call__(self, done, steps, falls):
             if done == 30:
                 os.kill(os.getpid(), signal.SIGTERM)
+            assert done < 40, "SIGTERM did not stop unilab-sim2sim"
 
     monkeypatch.setattr(cli, "_Progress", TermAfter30)
     out = tmp_path / "report.json"
