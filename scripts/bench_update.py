@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import statistics
 import time
 from collections.abc import Callable
@@ -61,6 +60,8 @@ from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.agents import algo_config, make_agent
 from unilab_gpu.rl.off_policy import steps_before_updates
 from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
+from unilab_gpu.sim.device import resolve_device
+from unilab_gpu.training.signals import stop_signals_interrupt
 from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_json_atomic
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -246,6 +247,10 @@ def main(argv: list[str] | None = None) -> None:
         value = getattr(args, option)
         if value < 1:
             raise SystemExit(f"bench_update: error: --{option.replace('_', '-')} must be >= 1, got {value}")
+    try:  # a CUDA device this machine lacks is one line, not a traceback from the first trainer
+        args.device = str(resolve_device(args.device))
+    except ValueError as error:
+        raise SystemExit(f"bench_update: error: --device: {error}") from None
     captured = [mode for mode in args.modes if mode.startswith("captured")]
     if captured and not args.device.startswith("cuda"):
         raise SystemExit(f"bench_update: error: --modes {captured[0]} needs a CUDA --device, got '{args.device}'")
@@ -269,25 +274,19 @@ def main(argv: list[str] | None = None) -> None:
         report = {**head, "results": done + rows, "ratios": ratios(done + rows), "complete": False, **status}
         write_json_atomic(args.out, portable_paths(report))
 
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # a cut from outside ends as Ctrl-C does
     try:
-        for preset in args.presets:
-            done.extend(measure_preset(preset, args, publish))
-            latest.clear()
+        with stop_signals_interrupt():  # a cut from outside ends as Ctrl-C does
+            for preset in args.presets:
+                done.extend(measure_preset(preset, args, publish))
+                latest.clear()
     except KeyboardInterrupt:
         publish(latest, interrupted=True)
         print(f"bench_update: INTERRUPTED; what was measured is in {args.out}")
         print(f"bench_update: ratios {json.dumps(ratios(done + latest))}", flush=True)
         raise SystemExit(130) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     publish([], complete=True)
     print(f"bench_update: ratios {json.dumps(ratios(done))}")
     print(f"wrote {args.out}")
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

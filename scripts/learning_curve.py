@@ -45,11 +45,10 @@ import contextlib
 import json
 import math
 import shlex
-import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -63,7 +62,7 @@ from unilab_gpu.rl.logger import Progress, RecordingLogger
 from unilab_gpu.training.config import compose_train_config, resolve_auto
 from unilab_gpu.training.run import build_run
 from unilab_gpu.training.run_folder import RunLock
-from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE, stop_on_signals
+from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE, stop_on_signals, stop_signals_interrupt
 from unilab_gpu.utils.files import (
     LOCK_NAME,
     OutputPathError,
@@ -127,25 +126,6 @@ def release_run_lock(lock: RunLock, run_dir: Path) -> None:
 
 class Interrupted(Exception):
     """A SIGINT or SIGTERM ended the run early; the report so far is on disk (``interrupted``)."""
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """While active, SIGTERM (a device call's or a scheduler's stop) raises ``KeyboardInterrupt``
-    as SIGINT does, so both reach the same handler that writes the report so far."""
-
-    def raise_interrupt(signum, frame) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, raise_interrupt)
-    except ValueError:  # not the main thread (a test's worker): leave SIGTERM alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def run(args: argparse.Namespace, write: Callable[[dict], None] = lambda report: None) -> dict:
@@ -214,7 +194,7 @@ def run(args: argparse.Namespace, write: Callable[[dict], None] = lambda report:
             write(report)
 
         try:
-            with sigterm_as_interrupt():
+            with stop_signals_interrupt():
                 built = build_run(cfg)
                 if built.lock is not None:
                     scope.callback(release_run_lock, built.lock, built.run_dir)
@@ -247,7 +227,7 @@ def run(args: argparse.Namespace, write: Callable[[dict], None] = lambda report:
             if args.keep_run is not None:  # policy.onnx, as unilab-train leaves it after a finished run
                 print(export_after_training(trainer.env, trainer.agent, cfg, built.run_dir))
             progress("trained evaluation")
-            with sigterm_as_interrupt():
+            with stop_signals_interrupt():
                 trained = episode_evaluation(
                     args.task, env_overrides, trainer.agent, args.eval_envs, cfg.device, args.seed + 1
                 )

@@ -33,6 +33,7 @@ without one). The G1's key:
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from pathlib import Path
@@ -44,7 +45,7 @@ import numpy as np
 from unilab_gpu.envs.robot_model import load_robot_cfg, robot_edit
 from unilab_gpu.paths import CONFIGS_DIR, robot_asset, robot_config_file
 from unilab_gpu.sim.stand_pose import equilibrium, holds, initial_pose
-from unilab_gpu.utils.files import write_atomic
+from unilab_gpu.utils.files import write_atomic, write_error
 
 
 def load_model(robot: str, config: str | None = None) -> mujoco.MjModel:
@@ -65,7 +66,8 @@ def load_model(robot: str, config: str | None = None) -> mujoco.MjModel:
 
 
 def parse_pose(entries: list[str]) -> dict[str, float]:
-    """``["REGEX=ANGLE", ...]`` -> ``{REGEX: ANGLE}``; raises ValueError naming a malformed entry."""
+    """``["REGEX=ANGLE", ...]`` -> ``{REGEX: ANGLE}``; raises ValueError naming a malformed entry
+    (an angle that is not a finite number included: a NaN pose made NaN targets)."""
     pose = {}
     for entry in entries:
         pattern, sep, value = entry.rpartition("=")
@@ -73,6 +75,8 @@ def parse_pose(entries: list[str]) -> dict[str, float]:
             pose[pattern] = float(value)
             re.compile(pattern)
         except (ValueError, re.error):
+            sep = ""
+        if sep and not math.isfinite(pose[pattern]):
             sep = ""
         if not sep or not pattern:
             raise ValueError(f"--pose: '{entry}' must be REGEX=ANGLE (a joint-name regex and radians)")
@@ -143,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     if config is not None:
-        write_stand(config, qpos, ctrl)
+        try:
+            write_stand(config, qpos, ctrl)
+        except OSError as error:  # a full disk or a read-only folder: the config is intact
+            raise SystemExit(f"stand_keyframe: --write-config: {write_error(error)}; nothing written") from None
         print(f"stand_keyframe: wrote the stand: block of {config} (keyframe '{args.name}')")
         return 0
     print(key_element(args.name, qpos, ctrl))

@@ -69,7 +69,8 @@ def test_a_few_aliases_still_load(tmp_path):
         ),
         ("a: &a [*a]\n", "nests itself (a recursive YAML alias"),
         ("a: [1, 2\n", "is not valid YAML: expected ',' or ']', but got '<stream end>' (line 2, column 1)"),
-        ("- 1\n- 2\n", "is not a mapping of config keys (found a ListConfig)"),
+        ("- 1\n- 2\n", "is not a mapping of config keys (found a list)"),
+        ("5\n", "is not a mapping of config keys (found the single value '5')"),  # was an AssertionError
         ("", "is empty"),
         ("a: 1\na: 2\n", "found duplicate key a (line 2, column 1)"),
         ("[" * 100_000, "nests itself (a recursive YAML alias, or nesting too deep to read)"),

@@ -225,8 +225,8 @@ def test_nonsense_and_unused_options_are_refused_in_one_line(capsys) -> None:
     onnx = str(Path(__file__).resolve().parents[1] / "docs" / "policies" / "go2_velocity_sac.onnx")
     walk = ["--onnx", onnx, "--terrain", "slopes_stairs_eval", "--device", "cpu"]
     cases = {
-        (*walk, "--command", "1e30", "0", "0"): "--command: each of v_x v_y omega_z within +-10",
-        (*walk, "--command", "nan", "0", "0"): "--command: each of v_x v_y omega_z within +-10",
+        (*walk, "--command", "1e30", "0", "0"): "--command must be a number in [-10, 10] (each of v_x v_y omega_z",
+        (*walk, "--command", "nan", "0", "0"): "--command must be a number in [-10, 10] (each of v_x v_y omega_z",
         (*walk, "--trials", "8"): "--trials has no effect in a terrain evaluation (--terrain)",
         (*walk, "--motion", "clip.npz"): "--motion has no effect in a terrain evaluation",
         ("--onnx", onnx, "--terrain-level", "1"): "--terrain-level has no effect in a tracking evaluation",

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,11 +36,7 @@ from unilab_gpu.doctor.report import DoctorReport, table
 from unilab_gpu.paths import list_tasks
 from unilab_gpu.rl.distributed import DataParallel, launch_from_env, rank_device
 from unilab_gpu.sim.device import VERBOSE_ENV, resolve_device
-from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
-
-
-def _interrupt(signum: int, frame) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE, stop_signals_interrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -80,25 +75,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     where = f" rank {dp.rank}/{dp.world_size}" if dp is not None else ""
     print(f"unilab-doctor:{where} {platform.node()} on {device}, torch {torch.__version__}", flush=True)
     report = DoctorReport(out if dp is None or dp.is_main else None, device)
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # a budget's kill writes the report too
     try:
-        compile = device.type == "cuda" and not args.no_compile
-        checks = run_checks(
-            device,
-            tasks,
-            args.num_envs,
-            compile,
-            done=report.add,
-            starting=report.starting,
-            capture_task=args.capture_task,
-        )
+        with stop_signals_interrupt():  # a budget's SIGTERM writes the report too
+            compile = device.type == "cuda" and not args.no_compile
+            checks = run_checks(
+                device,
+                tasks,
+                args.num_envs,
+                compile,
+                done=report.add,
+                starting=report.starting,
+                capture_task=args.capture_task,
+            )
     except KeyboardInterrupt as stop:
         result = report.interrupt(str(stop) or "SIGINT")
         print(table(report.checks))
         print(f"unilab-doctor: INTERRUPTED ({result['interrupted']}); what was measured is in {out}")
         return INTERRUPTED_EXIT_CODE  # stopped by SIGINT or SIGTERM; the report says in which check
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     if dp is not None:
         checks.append(guarded("data-parallel replicas", lambda: check_data_parallel(dp, device)))
         checks = fleet_checks(dp, checks)

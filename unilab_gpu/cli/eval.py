@@ -15,8 +15,8 @@ the task's failure terminations. Reported per set, overall and per clip: the suc
 error, joint-velocity RMS error and end-effector position and orientation errors, means over the
 steps before each trial ended (:mod:`unilab_gpu.evaluation.tracking`). ``--out`` writes the
 report as JSON (atomically; an existing file needs ``--force``, and no input of the evaluation, the
-checkpoint, ``--onnx``, ``--motion`` or the terrain file, is ever replaced). Ctrl-C stops it
-(exit status 130): a terrain evaluation then reports, and writes, the seconds walked before it;
+checkpoint, ``--onnx``, ``--motion`` or the terrain file, is ever replaced). Ctrl-C, SIGTERM or
+SIGHUP stops it (exit status 130): a terrain evaluation then reports, and writes, the seconds walked before it;
 before the first step, or in a tracking evaluation, nothing is written.
 
 With ``--terrain NAME`` (or a YAML file, as ``unilab-sim2sim --terrain`` takes) a velocity policy
@@ -35,6 +35,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from unilab_gpu.cli.arguments import MAX_COMMAND, MAX_SECONDS, Bound, check_bounds, whole
 from unilab_gpu.envs.make_env import load_task_cfg
 from unilab_gpu.evaluation.policies import load_policy
 from unilab_gpu.evaluation.terrain import COMMAND as VELOCITY_COMMAND
@@ -44,7 +45,7 @@ from unilab_gpu.paths import terrain_file
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.checkpoint import CheckpointError, resolve_checkpoint
 from unilab_gpu.sim.device import resolve_device
-from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
+from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE, stop_signals_interrupt
 from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_error, write_json_atomic
 
 DEFAULT_TRIALS = {"cuda": 1024, "cpu": 64}
@@ -56,11 +57,16 @@ MAX_TRIALS = 1 << 16
 MAX_SEED = (1 << 63) - 1
 """Largest ``--seed`` (torch's generators take 64-bit seeds)."""
 
-MAX_COMMAND = 10.0
-"""Largest ``|--command|`` component (m/s, rad/s): ten times a legged robot's walking speed."""
 
-MAX_SECONDS = 3600.0
-"""Longest ``--seconds`` of the terrain evaluation: an hour of walking per row."""
+BOUNDS = {
+    "--trials": Bound(1, MAX_TRIALS, integer=True, meaning="trials per set, each a row of the env"),
+    "--seed": Bound(0, MAX_SEED, integer=True),
+    "--seconds": Bound(0, MAX_SECONDS, low_open=True, meaning="seconds each row walks"),
+    "--command": Bound(-MAX_COMMAND, MAX_COMMAND, meaning="each of v_x v_y omega_z, m/s and rad/s"),
+    "--rows-per-column": Bound(1, integer=True),
+}
+"""The range of each numeric option (:func:`~unilab_gpu.cli.arguments.check_bounds`); the rows of all
+columns and levels, and the levels, are checked against the terrain (``evaluation.terrain``)."""
 
 COLUMNS = (
     ("success_rate", "success", "{:>8.1%}"),
@@ -81,7 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="unilab-eval", description=__doc__.split("\n")[0])
     parser.add_argument("run", nargs="?", help="run folder (uses its checkpoint.pt) or checkpoint file")
     parser.add_argument("--onnx", default=None, help="evaluate this exported policy instead (unilab-export)")
-    parser.add_argument("--trials", type=int, default=None, help="trials per set (default: 1024 on a GPU, 64 on a CPU)")
+    parser.add_argument(
+        "--trials", type=whole, default=None, help="trials per set (default: 1024 on a GPU, 64 on a CPU)"
+    )
     parser.add_argument(
         "--motion", action="append", default=[], metavar="FILE", help="clip to follow (repeatable; default: the run's)"
     )
@@ -91,34 +99,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--command", type=float, nargs=3, default=[0.5, 0.0, 0.0], metavar=("VX", "VY", "WZ"))
     parser.add_argument("--seconds", type=float, default=10.0, help="terrain evaluation: seconds each row walks")
     parser.add_argument(
-        "--rows-per-column", type=int, default=16, help="terrain evaluation: rows per sub-terrain and level"
+        "--rows-per-column", type=whole, default=16, help="terrain evaluation: rows per sub-terrain and level"
     )
     parser.add_argument(
         "--terrain-level",
-        type=int,
+        type=whole,
         action="append",
         default=None,
         metavar="L",
         help="terrain evaluation: evaluate this level (repeatable; default: every level of the terrain)",
     )
     parser.add_argument("--device", default=None, help="default: cuda if available, else cpu")
-    parser.add_argument("--seed", type=int, default=0, help="seeds the env (startup randomization)")
+    parser.add_argument("--seed", type=whole, default=0, help="seeds the env (startup randomization)")
     parser.add_argument("--out", default=None, help="write the report as JSON")
     parser.add_argument("--force", action="store_true", help="replace an existing --out file")
     parser.add_argument("--verbose", action="store_true", help="also print the env's construction messages")
     args = parser.parse_args(argv)
-    if args.trials is not None and not 1 <= args.trials <= MAX_TRIALS:
-        parser.error(
-            f"--trials must be in [1, {MAX_TRIALS}] (trials per set, each a row of the env), got {args.trials}"
-        )
-    if not 0 <= args.seed <= MAX_SEED:
-        parser.error(f"--seed must be a whole number in [0, 2**63 - 1], got {args.seed}")
-    if not 0 < args.seconds <= MAX_SECONDS:  # NaN fails too
-        parser.error(f"--seconds must be in (0, {MAX_SECONDS:g}] s (seconds each row walks), got {args.seconds:g}")
-    if not all(abs(c) <= MAX_COMMAND for c in args.command):  # NaN fails too
-        parser.error(f"--command: each of v_x v_y omega_z within +-{MAX_COMMAND:g}, got {args.command}")
-    if args.rows_per_column < 1:
-        parser.error(f"--rows-per-column must be >= 1, got {args.rows_per_column}")
+    check_bounds(parser, args, BOUNDS)
     terrain_only = {"--seconds": args.seconds != 10.0, "--terrain-level": args.terrain_level is not None}
     tracking_only = {"--trials": args.trials is not None, "--motion": bool(args.motion)}
     unused = [name for name, given in (tracking_only if args.terrain else terrain_only).items() if given]
@@ -126,20 +123,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         mode = "a terrain evaluation (--terrain)" if args.terrain else "a tracking evaluation (no --terrain)"
         parser.error(f"{unused[0]} has no effect in {mode}; leave it out")
     try:
-        if args.out is not None:  # checked before anything is built
-            check_output(args.out, "--out", force=args.force, inputs=_inputs(args), example="eval.json")
-        trained = load_policy(args.run, args.onnx)
-        device = str(resolve_device(args.device))
-        if args.terrain is not None:
-            return _terrain(args, argv, trained, device)
-        if load_task_cfg(trained.task, trained.env_overrides).commands.get(VELOCITY_COMMAND) is not None:
-            raise ValueError(
-                f"{trained.source} is a velocity policy (task {trained.task}), which has no clips to track; "
-                "walk it on a terrain: unilab-eval ... --terrain slopes_stairs_eval"
+        with stop_signals_interrupt():  # SIGTERM and SIGHUP stop it as Ctrl-C does, with the same report
+            if args.out is not None:  # checked before anything is built
+                check_output(args.out, "--out", force=args.force, inputs=_inputs(args), example="eval.json")
+            trained = load_policy(args.run, args.onnx)
+            device = str(resolve_device(args.device))
+            if args.terrain is not None:
+                return _terrain(args, argv, trained, device)
+            if load_task_cfg(trained.task, trained.env_overrides).commands.get(VELOCITY_COMMAND) is not None:
+                raise ValueError(
+                    f"{trained.source} is a velocity policy (task {trained.task}), which has no clips to track; "
+                    "walk it on a terrain: unilab-eval ... --terrain slopes_stairs_eval"
+                )
+            trials = args.trials or DEFAULT_TRIALS["cuda" if device.startswith("cuda") else "cpu"]
+            print(f"unilab-eval: {trained.task} / {trained.source}: 2 x {trials} trials on {device}", flush=True)
+            report = evaluate_policy(
+                trained, trials, device, args.motion, args.seed, progress=True, verbose=args.verbose
             )
-        trials = args.trials or DEFAULT_TRIALS["cuda" if device.startswith("cuda") else "cpu"]
-        print(f"unilab-eval: {trained.task} / {trained.source}: 2 x {trials} trials on {device}", flush=True)
-        report = evaluate_policy(trained, trials, device, args.motion, args.seed, progress=True, verbose=args.verbose)
     except (CheckpointError, ValueError, KeyError, FileNotFoundError) as error:
         print(f"unilab-eval: error: {error}", file=sys.stderr)
         return 2

@@ -26,8 +26,8 @@ task defines them (``||c_xy - v_xy||``, ``|c_z - omega_z|``, root frame) or the 
 position errors (world frame, and against the reference re-anchored at the robot's anchor as the
 tracking task scores them), the largest joint-limit excursion and the largest PD torque beyond a
 joint's force limit. ``--out`` writes the report as JSON (atomically). A long run prints its
-progress every ``PROGRESS_SECONDS``; Ctrl-C ends it and reports (and writes) the control steps
-taken, exit status 130.
+progress every ``PROGRESS_SECONDS``; Ctrl-C (or SIGTERM, SIGHUP) ends it and reports (and writes)
+the control steps taken, exit status 130.
 
 A policy of a task on a generated terrain (docs/terrain.md) runs on the ground it trained on,
 rebuilt from its metadata and checked against its sha256; a velocity policy starts on the
@@ -56,14 +56,22 @@ from typing import Any
 
 import mujoco
 
+from unilab_gpu.cli.arguments import MAX_COMMAND, MAX_SECONDS, Bound, check_bounds
 from unilab_gpu.deploy import Faults
 from unilab_gpu.deploy.foreign import format_names
 from unilab_gpu.export.sim2sim import Scenario, sim2sim
 from unilab_gpu.export.sim2sim.report import write_report
 from unilab_gpu.paths import terrain_file
 from unilab_gpu.profiling.machine_info import machine_info
-from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
+from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE, stop_signals_interrupt
 from unilab_gpu.utils.files import OutputPathError, check_output, write_atomic, write_error
+
+BOUNDS = {
+    "--command": Bound(-MAX_COMMAND, MAX_COMMAND, meaning="each of vx, vy, wz, m/s and rad/s"),
+    "--seconds": Bound(0, MAX_SECONDS, low_open=True, meaning="simulated seconds"),
+}
+"""The range of each numeric option (:func:`~unilab_gpu.cli.arguments.check_bounds`); a level or
+column is checked against the terrain, which the run reads."""
 
 PROGRESS_SECONDS = 10.0
 """Wall-clock seconds between progress lines of a run."""
@@ -140,12 +148,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--robustness", action="store_true", help="run the robustness grid (docs/deploy.md)")
     parser.add_argument("--plot", default=None, help="with --robustness: write the grid's heat map (PNG)")
     args = parser.parse_args(_joined_command(sys.argv[1:] if argv is None else list(argv)))
+    check_bounds(parser, args, BOUNDS)
     if args.robustness:
         return _robustness(parser, args)
     if args.plot is not None:
         parser.error("--plot draws the robustness grid: add --robustness")
-    if args.seconds is not None and not (math.isfinite(args.seconds) and args.seconds > 0):
-        parser.error(f"--seconds must be a finite number > 0, got {args.seconds}")
     if args.out is not None and args.video is not None and _same_file(args.out, args.video):
         parser.error(f"--out and --video name the same file ({args.out}): the report would replace the video")
     try:
@@ -165,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sub_terrain=args.sub_terrain,
             format=args.format,
         )
-        report = sim2sim(scenario, args.video, on_step=_Progress())
+        with stop_signals_interrupt():  # SIGTERM and SIGHUP stop the run and report as Ctrl-C does
+            report = sim2sim(scenario, args.video, on_step=_Progress())
     except (ValueError, KeyError, FileNotFoundError) as error:  # DeploymentError and MotionFormatError are ValueErrors
         print(f"unilab-sim2sim: error: {error}", file=sys.stderr)
         return 2
@@ -225,15 +233,16 @@ def _robustness(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
                 flush=True,
             )
 
-        report = robustness_grid(
-            args.policy,
-            motion=args.motion,
-            seconds=args.seconds,
-            model_path=args.model,
-            commands=[args.command] if args.command is not None else VELOCITY_COMMANDS,
-            on_cell=line,
-            format=args.format,
-        )
+        with stop_signals_interrupt():
+            report = robustness_grid(
+                args.policy,
+                motion=args.motion,
+                seconds=args.seconds,
+                model_path=args.model,
+                commands=[args.command] if args.command is not None else VELOCITY_COMMANDS,
+                on_cell=line,
+                format=args.format,
+            )
     except (ValueError, KeyError, FileNotFoundError) as error:
         print(f"unilab-sim2sim: error: {error}", file=sys.stderr)
         return 2

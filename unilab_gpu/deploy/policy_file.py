@@ -32,9 +32,11 @@ MJCF's own options."""
 OLDEST_METADATA_VERSION = 3
 """The oldest ``metadata_version`` this runtime still reads (what it adds since is optional)."""
 
-OPTIONAL_KEYS = {"terrain": None, "terrain_sha256": None, "physics": None}
-"""Keys added after :data:`OLDEST_METADATA_VERSION`, which an older file lacks, with the value its
-lack means: no terrain, flat ground, the MJCF's own physics options."""
+OPTIONAL_KEYS = {"terrain": (4, None), "terrain_sha256": (4, None), "physics": (5, None)}
+"""Keys added after :data:`OLDEST_METADATA_VERSION`: the version that added each, and the value its
+lack means in an older file (no terrain, flat ground, the MJCF's own physics options). A file of
+that version or later lacks it only when edited, and is refused: a deleted ``physics`` would run
+the policy on the scene's options without a word."""
 
 REQUIRED_KEYS = (
     "observation_dim",
@@ -61,6 +63,15 @@ REQUIRED_KEYS = (
     "decimation",
 )
 """Keys the runtime reads; a file lacking one is refused before anything runs."""
+
+
+NAME_KEYS = {
+    "task": "a task name such as 'go2_velocity'",
+    "algo": "null or an algorithm name such as 'sac'",
+    "robot_model": "null or a robot name such as 'go2' (assets/robots/go2/scene.xml) or an MJCF path",
+    "keyframe": "null or a keyframe name such as 'stand'",
+}
+"""Keys read as names where a file has them, with what each must be."""
 
 
 class DeploymentError(ValueError):
@@ -103,9 +114,13 @@ def read_metadata(path: str | os.PathLike, session: Any = None) -> dict[str, Any
             "term functions and parameters); re-export the run with unilab-export"
         )
     missing = [key for key in REQUIRED_KEYS if key not in meta]
+    missing += [key for key, (added, _) in OPTIONAL_KEYS.items() if version >= added and key not in meta]
     if missing:
-        raise DeploymentError(f"{path}: metadata lacks {missing}; re-export the run with unilab-export")
-    for key, value in OPTIONAL_KEYS.items():
+        raise DeploymentError(
+            f"{path}: metadata lacks {missing}, which metadata_version {version} has; "
+            "re-export the run with unilab-export"
+        )
+    for key, (_, value) in OPTIONAL_KEYS.items():
         meta.setdefault(key, value)
     check_metadata(meta, path)
     return meta
@@ -131,6 +146,12 @@ def check_metadata(meta: dict[str, Any], source: str | os.PathLike) -> None:
             "control_dt", f"decimation x physics_dt = {decimation} x {meta['physics_dt']:g} = {period:g} s", control_dt
         )
     check.of_type(meta, "action_kind", str, "a string such as 'joint_position'")
+    for key, expected in NAME_KEYS.items():  # read as names and paths: a number here was a traceback
+        if key in meta and not ((isinstance(meta[key], str) and meta[key]) or (meta[key] is None and key != "task")):
+            check.fail(key, expected, meta[key])
+    overrides = meta.get("env_overrides")
+    if overrides is not None and not (isinstance(overrides, list) and all(isinstance(o, str) for o in overrides)):
+        check.fail("env_overrides", "null or a list of 'key=value' strings (the task's overrides)", overrides)
     for key in ("joint_names", "actuator_names"):
         check.each(meta, key, width, lambda v: isinstance(v, str), "a name")
     for key in ("action_low", "action_high", "action_scale", "action_scale_negative", "action_offset"):

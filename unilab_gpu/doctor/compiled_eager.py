@@ -23,7 +23,6 @@ status 1 when a comparison fails.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -35,7 +34,7 @@ from unilab_gpu.doctor.checks import Check, compare_rollouts, guarded, rollout
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.paths import list_tasks
 from unilab_gpu.sim.device import resolve_device
-from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE
+from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE, stop_signals_interrupt
 from unilab_gpu.utils.files import write_json_atomic
 
 ATOL = RTOL = 1e-4
@@ -74,10 +73,6 @@ def check_compiled_equals_eager(task: str, num_envs: int, device: str | torch.de
     return check
 
 
-def _interrupt(signum: int, frame) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda or cuda:N")
@@ -96,17 +91,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["steps"] = args.steps
     report.update(checks=[], complete=False, interrupted=None)
     write_json_atomic(args.out, report)
-    signal.signal(signal.SIGTERM, _interrupt)
     try:
-        for task in args.tasks:
-            name = f"compiled equals eager: {task}"
-            print(f"compiled_eager: {task} x {args.num_envs}, {args.steps} steps ...", flush=True)
-            check = guarded(
-                name, lambda task=task: check_compiled_equals_eager(task, args.num_envs, device, args.steps)
-            )
-            report["checks"].append(asdict(check))
-            write_json_atomic(args.out, report)
-            print(f"compiled_eager: {check.status}: {check.detail}", flush=True)
+        with stop_signals_interrupt():  # a budget's SIGTERM writes the report as Ctrl-C does
+            for task in args.tasks:
+                name = f"compiled equals eager: {task}"
+                print(f"compiled_eager: {task} x {args.num_envs}, {args.steps} steps ...", flush=True)
+                check = guarded(
+                    name, lambda task=task: check_compiled_equals_eager(task, args.num_envs, device, args.steps)
+                )
+                report["checks"].append(asdict(check))
+                write_json_atomic(args.out, report)
+                print(f"compiled_eager: {check.status}: {check.detail}", flush=True)
     except KeyboardInterrupt as stop:
         report["interrupted"] = f"{stop.args[0] if stop.args else 'SIGINT'} during {args.tasks[len(report['checks'])]}"
         write_json_atomic(args.out, report)

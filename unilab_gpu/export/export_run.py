@@ -80,7 +80,7 @@ def export_checkpoint(
     """
     source = resolve_checkpoint(checkpoint_path)
     path = Path(out) if out is not None else source.parent / POLICY_FILE
-    check_output(path, "--out", force=force, inputs=[source], example=POLICY_FILE)
+    check_output(path, "--out", force=force, inputs=[source], example=POLICY_FILE, rewrites=POLICY_FILE)
     checkpoint = load_checkpoint(checkpoint_path)
     cfg = checkpoint["config"]
     env = make_env(cfg["task"], num_envs=1, device="cpu", overrides=cfg["env"]["overrides"], compile=False)

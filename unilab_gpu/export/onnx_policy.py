@@ -21,10 +21,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from unilab_gpu.utils.files import write_atomic
+from unilab_gpu.utils.files import POLICY_NAME, write_atomic
 
 INPUT_NAME, OUTPUT_NAME = "obs", "actions"
-POLICY_FILE = "policy.onnx"
+POLICY_FILE = POLICY_NAME
 STACK_TRACE_KEY = "pkg.torch.onnx.stack_trace"
 """Node metadata key under which torch's exporter stores the Python stack (absolute paths)."""
 """Default file name, inside the run folder."""

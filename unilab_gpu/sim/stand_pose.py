@@ -10,6 +10,7 @@ static torques (``ctrl = q + tau / kp``): standing on them is an equilibrium, an
 
 from __future__ import annotations
 
+import math
 import re
 
 import mujoco
@@ -26,7 +27,8 @@ def initial_pose(
     ``feet``: the foot sphere geoms (default: the robot's geoms with friction, condim > 1).
 
     Raises:
-      ValueError: a pattern that matches no hinge; a robot without sphere feet (condim 3).
+      ValueError: a pattern that matches no hinge; an angle outside a limited hinge's range; a robot
+        without sphere feet (condim 3).
     """
     key = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, keyframe)
     qpos = model.qpos0.copy()  # the base as the MJCF places it, upright
@@ -42,6 +44,10 @@ def initial_pose(
         if not matched:
             raise ValueError(f"--pose: '{pattern}' matches no hinge joint; joints: {', '.join(hinges)}")
         for name in matched:
+            joint = model.joint(name)
+            low, high = joint.range if model.jnt_limited[joint.id] else (-math.inf, math.inf)
+            if not low <= angle <= high:
+                raise ValueError(f"--pose: {name} = {angle:g} rad is outside its range [{low:g}, {high:g}] rad")
             qpos[hinges[name]] = angle
     if feet is None:
         feet = [g for g in range(model.ngeom) if model.geom_condim[g] > 1 and model.geom_bodyid[g] > 0]

@@ -9,6 +9,7 @@ made. Each error names the key path and the value.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from unilab_gpu.evaluation.tracking import follows_motion
 from unilab_gpu.paths import CONFIGS_DIR
+from unilab_gpu.rl.agents import ALGORITHMS
 from unilab_gpu.rl.distributed import Launch, rank_device
 from unilab_gpu.sim.device import resolve_device
 from unilab_gpu.training.run_folder import load_run_config
@@ -65,8 +67,9 @@ def _unknown_key_problem(overrides: Sequence[str]) -> str | None:
 
     Hydra's own answer to an unknown key is to add it with ``+``, and a key added so is kept in
     ``config.yaml`` but read by nothing (``+commands.motion.params.motion_files=[...]`` trained on
-    the default clip). Keys of the algorithm's config are left to ``algo_config``, which knows the
-    fields its YAML leaves out and refuses the others.
+    the default clip). A key of the algorithm's config (``algo.*``, ``+algo.*``) is checked against
+    the fields of its config class (:func:`_algo_keys`), which its YAML may leave out: a field is
+    left to Hydra (whose ``+`` hint is then right), any other key is refused with the close names.
     """
     choices = [o for o in overrides if o.partition("=")[0] == "algo"]  # the train config's one group
     try:
@@ -75,6 +78,14 @@ def _unknown_key_problem(overrides: Sequence[str]) -> str | None:
         return None
     for override in overrides:
         key = override.partition("=")[0].lstrip("+~")
+        if key.startswith("algo.") and key.split(".")[1] not in _algo_keys(base.algo):
+            part, keys = key.split(".")[1], _algo_keys(base.algo)
+            close = difflib.get_close_matches(part, sorted(keys), n=3)
+            hint = f"did you mean {' or '.join(repr(f'algo.{c}') for c in close)}? " if close else ""
+            return (
+                f"'{override}' names 'algo.{part}', which the {base.algo.get('name')} algorithm has no key for "
+                f"({hint}its keys: {', '.join(sorted(keys))})"
+            )
         if key == "algo" or key.startswith(("algo.", "hydra.")):
             continue
         node: Any = base
@@ -93,6 +104,22 @@ def _unknown_key_problem(overrides: Sequence[str]) -> str | None:
             f"({hint}task settings go in env.overrides: \"env.overrides=['{override.lstrip('+~')}']\")"
         )
     return None
+
+
+def _algo_keys(algo: DictConfig) -> set[str]:
+    """The keys an algo config may set: the fields of its config class (those its YAML leaves out
+    too), its YAML's keys and a preset's ``task_overrides``."""
+    name = algo.get("name")
+    if name == "ppo":
+        try:
+            from unilab_gpu.rl.ppo import PpoConfig  # needs the rsl extra; without it the YAML's keys
+        except ImportError:
+            fields: set[str] = set()
+        else:
+            fields = {field.name for field in dataclasses.fields(PpoConfig)}
+    else:
+        fields = {field.name for field in dataclasses.fields(ALGORITHMS[name])} if name in ALGORITHMS else set()
+    return fields | {str(key) for key in algo} | {"task_overrides"}
 
 
 def _with_preset_task_overrides(cfg: DictConfig) -> DictConfig:

@@ -1,5 +1,8 @@
-"""Stop signals of a training run: the first one ends the run after its iteration (which then saves
-a checkpoint), a second one stops at once, and none cuts a checkpoint write short."""
+"""Stop signals of a command: in a training run the first one ends the run after its iteration
+(which then saves a checkpoint), a second one stops at once, and none cuts a checkpoint write
+short; in every other command that reports what it did before a Ctrl-C (``unilab-eval``,
+``unilab-sim2sim``, ``unilab-doctor``, the benchmark scripts) a SIGTERM or SIGHUP ends it as Ctrl-C
+does (:func:`stop_signals_interrupt`), so a scheduler's or a device budget's stop gets the report too."""
 
 from __future__ import annotations
 
@@ -41,6 +44,27 @@ def stop_on_signals() -> Iterator[list[bool]]:
         if installed:
             for signum, old in previous.items():
                 signal.signal(signum, old)
+
+
+@contextmanager
+def stop_signals_interrupt() -> Iterator[None]:
+    """While active, SIGTERM and SIGHUP raise ``KeyboardInterrupt`` (its argument the signal's name,
+    ``"SIGTERM"``) where the program is, as Ctrl-C does: one ``except KeyboardInterrupt`` writes the
+    report of a run stopped by any of them. Outside the main thread it changes nothing."""
+
+    def interrupt(signum: int, frame) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    try:
+        previous = {signum: signal.signal(signum, interrupt) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    except ValueError:  # not the main thread (a test's worker): leave the handlers alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 @contextmanager

@@ -7,8 +7,9 @@ file beside the target, are fsynced, and the temporary file is renamed over the 
 the previous file intact, never a truncated one.
 
 Commands check their output paths with :func:`check_output` before doing any work: an existing
-file needs ``--force``, and no output ever replaces the command's own input or a run folder's
-checkpoint, config or lock, whatever the flags. ``--force`` replaces regular files only: a
+file needs ``--force``, and no output ever replaces the command's own input or a file training
+writes into a run folder (:data:`RUN_FILES`: checkpoint, config, lock, scene, event files...),
+whatever the flags. ``--force`` replaces regular files only: a
 folder, a symbolic link, a FIFO, a device node or a socket at an output path is refused, by
 :func:`check_output` and again by :func:`write_atomic` itself, right before its rename.
 
@@ -24,6 +25,7 @@ mode is kept, a new one gets ``0o666`` less the user's umask (not ``mkstemp``'s 
 from __future__ import annotations
 
 import errno
+import fnmatch
 import json
 import os
 import re
@@ -47,6 +49,24 @@ SCENE_NAME = "scene.xml"
 
 LOCK_NAME = "trainer.lock"
 """Lock file of the trainer using a run folder (holds ``<pid> <host>`` while locked)."""
+
+POLICY_NAME = "policy.onnx"
+"""The policy a run exports at its end, inside its run folder (``export.onnx_policy.POLICY_FILE``)."""
+
+RUN_FILES = (
+    CHECKPOINT_NAME,
+    CONFIG_NAME,
+    LOCK_NAME,
+    SCENE_NAME,
+    POLICY_NAME,
+    "config.until_*.yaml",
+    "events.out.tfevents.*",
+    f".*{TEMP_SUFFIX}",
+)
+"""The files training writes into a run folder (``fnmatch`` patterns): its checkpoint, config, lock,
+scene, exported policy, the configs kept by a changed resume (``config.until_<env steps>.yaml``),
+TensorBoard's event files and the temporary files of atomic writes. No command's output replaces
+one of them (:func:`check_output`), ``--force`` or not; ``unilab-export`` alone rewrites the policy."""
 
 
 class OutputPathError(ValueError):
@@ -224,6 +244,12 @@ def holds_run(path: Path) -> bool:
     return (path / CONFIG_NAME).exists() or (path / CHECKPOINT_NAME).exists()
 
 
+def is_run_file(path: Path) -> bool:
+    """Whether ``path`` names a file training writes into a run folder (:data:`RUN_FILES`) in a folder
+    that holds a run, whether or not the file exists yet."""
+    return any(fnmatch.fnmatchcase(path.name, pattern) for pattern in RUN_FILES) and holds_run(path.parent)
+
+
 def check_output(
     path: str | os.PathLike,
     option: str,
@@ -231,6 +257,7 @@ def check_output(
     force: bool = False,
     inputs: Iterable[str | os.PathLike] = (),
     example: str = "out",
+    rewrites: str | None = None,
 ) -> Path:
     """``path`` as a :class:`~pathlib.Path` if a command may write its output there; call before any work.
 
@@ -239,10 +266,13 @@ def check_output(
         force: the user passed ``--force``: an existing file may be replaced.
         inputs: the files the command reads; the output may never be one of them.
         example: a file name for the hint when ``path`` is a folder.
+        rewrites: the one file of :data:`RUN_FILES` this command exists to rewrite
+            (``unilab-export``: :data:`POLICY_NAME`).
 
     Raises:
-        OutputPathError: ``path`` is a folder, one of ``inputs``, a run folder's own file, not a
-            regular file (a link, FIFO, device: never replaced, ``force`` or not), an existing file
+        OutputPathError: ``path`` is a folder, one of ``inputs``, a run folder's own file
+            (:data:`RUN_FILES`, except ``rewrites``), not a regular file (a link, FIFO, device: never
+            replaced, ``force`` or not), an existing file
             without ``force``, or in a place that cannot be written.
     """
     path = Path(path)
@@ -251,10 +281,10 @@ def check_output(
     for source in inputs:
         if _same_file(path, Path(source)):
             raise OutputPathError(f"{option}: {path} is this command's own input; write the output to another file")
-    if path.name in (CHECKPOINT_NAME, CONFIG_NAME, LOCK_NAME) and holds_run(path.parent):
+    if path.name != rewrites and is_run_file(path):
         raise OutputPathError(
-            f"{option}: {path} is the {path.name} of the run folder {path.parent}; no output ever replaces it, "
-            "choose another file name"
+            f"{option}: {path} is the {path.name} of the run folder {path.parent}; no output ever replaces it "
+            "(training writes it), --force or not: choose another file name"
         )
     kind = non_regular_kind(path)
     if kind is not None:

@@ -46,7 +46,8 @@ def load_bounded_yaml(path: str | os.PathLike, what: str, max_bytes: int, max_va
         raise YamlFileError(f"{path} is larger than {max_bytes >> 10} kB, but {what} holds a few kB; it was not read")
     try:
         text = data.decode("utf-8")
-        values = expanded_values(yaml.compose(text, Loader=get_yaml_loader()))
+        root = yaml.compose(text, Loader=get_yaml_loader())
+        values = expanded_values(root)
     except UnicodeDecodeError as error:
         raise YamlFileError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start})") from None
     except yaml.YAMLError as error:
@@ -60,6 +61,9 @@ def load_bounded_yaml(path: str | os.PathLike, what: str, max_bytes: int, max_va
         )
     if values == 0:
         raise YamlFileError(f"{path} is empty; {what} is a mapping of config keys")
+    if not isinstance(root, yaml.MappingNode):  # OmegaConf.create fails an assert on a lone scalar
+        found = "a list" if isinstance(root, yaml.SequenceNode) else f"the single value {root.value!r}"[:80]
+        raise YamlFileError(f"{path} is not a mapping of config keys (found {found}); {what} is key: value lines")
     try:
         cfg = OmegaConf.create(text)
     except yaml.constructor.ConstructorError as error:
