@@ -60,7 +60,7 @@ SCAN_TOLERANCE = 1e-5
 """|twin - env| of the height scan on the same state: float32 torch against float64 numpy (measured:
 2.1e-6 on stairs and rough ground)."""
 COMMITTED_FLAT = Path(__file__).resolve().parents[1] / "docs" / "policies" / "go2_velocity_sac.onnx"
-"""A version-3 policy file (no terrain keys) of the flat Go2 task."""
+"""The committed policy of the flat Go2 task (exported as version 3, upgraded with ``unilab-export --upgrade``)."""
 
 
 @pytest.fixture(scope="module")
@@ -158,9 +158,16 @@ def test_metadata_names_the_terrain_and_its_heights(rough) -> None:
     assert flat_meta["terrain"] is None and flat_meta["terrain_sha256"] is None
 
 
-def test_a_version_3_file_loads_as_flat_ground() -> None:
-    """docs/policies/go2_velocity_sac.onnx predates the terrain keys: it loads, on flat ground."""
-    policy = PolicyFile(COMMITTED_FLAT)
+def test_a_version_3_file_loads_as_flat_ground(tmp_path) -> None:
+    """A file that predates the terrain keys (docs/policies/go2_velocity_sac.onnx as exported, before
+    ``unilab-export --upgrade``) loads, on flat ground."""
+    old_keys = ("terrain", "terrain_sha256", "physics")
+    version_3 = _with_metadata(
+        COMMITTED_FLAT,
+        tmp_path / "v3.onnx",
+        lambda m: {**{k: v for k, v in m.items() if k not in old_keys}, "metadata_version": 3},
+    )
+    policy = PolicyFile(version_3)
     assert policy.metadata["metadata_version"] == 3
     assert policy.metadata["terrain"] is None and policy.metadata["terrain_sha256"] is None
     assert policy.metadata["physics"] is None  # before version 5: the MJCF's own options

@@ -116,6 +116,43 @@ def test_a_policy_failing_at_a_known_frame_gives_the_known_success_rate():
     assert 0.0 < report["start"]["overall"]["r_mpkpe_m"] < report["start"]["overall"]["mpkpe_m"] < 2.0
 
 
+def test_the_tracking_evaluation_reports_the_torque_demand_at_the_motor_limit():
+    """Torque demand (issue 60) in ``unilab-eval``'s tracking report: the share of actuator-steps,
+    over every row-step of the run, whose PD torque at the step's targets MuJoCo C clamps at the
+    motor's force limit (``mj_forward`` at each step's starting state with that step's ctrl)."""
+    import mujoco
+
+    env = make_eval_env("g1_tracking", ["commands.motion.params.synthetic_seconds=0.2"], 1, "cpu")
+    evaluation = TrackingEvaluation(env, 1, ["synthetic"])
+    action = torch.randn(env.num_envs, env.action_dim, generator=torch.Generator().manual_seed(0)) * 2.0
+    state = env.sim.state
+    starts, ctrls = [], []
+
+    def policy(obs):
+        if starts:  # the previous step's targets (a reset leaves ctrl alone)
+            ctrls.append(state.ctrl.clone().numpy())
+        starts.append((state.qpos.clone().numpy(), state.qvel.clone().numpy()))
+        return action
+
+    report = evaluation.run(policy)
+    ctrls.append(state.ctrl.clone().numpy())
+    model = env.sim.mj_model
+    data = mujoco.MjData(model)
+    limited = model.actuator_forcelimited.astype(bool)
+    effort = np.abs(model.actuator_forcerange).min(axis=1)
+    at_limit = []
+    for (qpos, qvel), ctrl in zip(starts, ctrls, strict=True):
+        for row in range(env.num_envs):
+            data.qpos[:], data.qvel[:], data.ctrl[:] = qpos[row], qvel[row], ctrl[row]
+            mujoco.mj_forward(model, data)
+            at_limit.append(limited & (np.abs(data.actuator_force) >= effort * (1 - 1e-5)))
+    expected = float(np.mean(at_limit))
+    assert len(starts) == report["steps"] and 0.0 < expected < 1.0
+    assert report["torque_limit_share"] == pytest.approx(expected, abs=1e-6)
+    again = evaluation.run(lambda obs: torch.zeros_like(action))  # a second run counts its own steps only
+    assert again["torque_limit_share"] < expected
+
+
 def _one_line_error(capsys, argv: list[str]) -> str:
     assert main(argv) == 2
     captured = capsys.readouterr()

@@ -194,9 +194,7 @@ def _terrain(args: argparse.Namespace, argv: list[str], trained, device: str) ->
     for prefix, table in tables:
         for name, row in [*table["sub_terrains"].items(), ("overall", table["overall"])]:
             _print_terrain_row(prefix + name, row)
-    share = report.get("torque_limit_share")
-    if share is not None:
-        print(f'  torque demand at the motor limit: {share:.1%} of actuator-steps (docs/robots.md, "Torque demand")')
+    _print_torque_share(report)
     failed = _write(args, report)
     if failed:
         return failed
@@ -233,6 +231,14 @@ def _centimetres(metres: float | None) -> str:
     return "-" if metres is None else f"{100.0 * metres:.1f}"
 
 
+def _print_torque_share(report: dict[str, Any]) -> None:
+    """The share of actuator-steps whose PD torque demand reached the motor's limit, when the policy's
+    action term measures it (joint-position actions)."""
+    share = report.get("torque_limit_share")
+    if share is not None:
+        print(f'  torque demand at the motor limit: {share:.1%} of actuator-steps (docs/robots.md, "Torque demand")')
+
+
 def _print(report: dict[str, Any]) -> None:
     clips = report["clips"]
     steps = ", ".join(f"{name} {frames} frames" for name, frames in clips.items())
@@ -244,6 +250,7 @@ def _print(report: dict[str, Any]) -> None:
             rows += [(f"  {clip}", result) for clip, result in report[name]["clips"].items()]
         for label, result in rows:
             print(f"  {label:<28}" + " ".join(fmt.format(result[key]) for key, _, fmt in COLUMNS))
+    _print_torque_share(report)
 
 
 if __name__ == "__main__":

@@ -202,6 +202,16 @@ class EpisodeStats:
                 out[f"{prefix}/{name}/failure_rate"] = per_episode[i, 1]
         return out
 
+    def logged(self, summary: dict[str, float]) -> dict[str, float]:
+        """The keys of ``summary`` (:meth:`summary`'s) a logging point reports: all of them once an
+        episode ended; before that the ones that hold without one, the event counts
+        (:data:`HEALTH_KEYS`) and the terms' step means (a mean over zero episodes would read as 0,
+        not as missing)."""
+        if summary["episode/count"] > 0:
+            return summary
+        kept = {*HEALTH_KEYS, *self.step_sums}
+        return {key: value for key, value in summary.items() if key in kept}
+
     def summary(self) -> dict[str, float]:
         """:meth:`means` as Python floats, read with one device-to-host copy. Keys:
         ``episode/return``, ``episode/length``, ``reward/<term>``, ``termination/<term>`` (fraction

@@ -28,6 +28,7 @@ import torch
 
 from unilab_gpu.envs.make_env import load_task_cfg, make_env
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
+from unilab_gpu.envs.mdp.actions import TORQUE_LIMIT_SHARE
 from unilab_gpu.evaluation.metrics import METRICS, TrackedState, tracking_errors
 from unilab_gpu.evaluation.policies import TrainedPolicy
 from unilab_gpu.evaluation.rollout import Policy
@@ -149,6 +150,7 @@ class TrackingEvaluation:
             accumulator.zero_()
         self._running.fill_(True)
         obs = self.env.reset()
+        self.env.stats.clear()  # the torque demand of this run's steps alone
         steps = range(self.steps)
         for _ in progress_bar(steps, "unilab-eval", "step", leave=False, tty_only=True) if progress else steps:
             obs = self.step(policy, obs)
@@ -186,6 +188,8 @@ class TrackingEvaluation:
             "steps": self.steps,
             "failure_terms": self.failure_terms,
             "seconds": seconds,
+            # Over every row-step of the run (a row whose trial ended runs on until the last one does).
+            "torque_limit_share": self.env.stats.summary().get(TORQUE_LIMIT_SHARE),
         }
         for s, name in enumerate(SETS):
             rows = slice(s * self.trials, (s + 1) * self.trials)

@@ -1,4 +1,5 @@
-"""Training log sink: TensorBoard scalars plus the console progress report.
+"""Training log sink: TensorBoard scalars (and, with ``logger=wandb``, a Weights & Biases run) plus
+the console progress report.
 
 The trainer hands over plain floats it has already read from the device at a logging point;
 this module never touches a tensor, so it adds no host sync of its own.
@@ -13,16 +14,21 @@ from typing import TextIO
 
 
 class TrainLogger:
-    """Writes each logging point to TensorBoard (x axis: env steps) and to the console.
+    """Writes each logging point to TensorBoard (x axis: env steps), to a W&B run when given one,
+    and to the console.
 
     Args:
         log_dir: folder for TensorBoard event files; ``None`` writes no events.
         progress: console report; ``None`` prints nothing.
+        wandb: a :class:`WandbRun` that gets the same scalars; ``None``: no W&B.
     """
 
-    def __init__(self, log_dir: str | Path | None, progress: Progress | None = None) -> None:
+    def __init__(
+        self, log_dir: str | Path | None, progress: Progress | None = None, wandb: WandbRun | None = None
+    ) -> None:
         self.progress = progress
         self.writer = None
+        self.wandb = wandb
         if log_dir is not None:
             # Imported here: TensorBoard takes a second to import and play/eval never need it.
             from torch.utils.tensorboard import SummaryWriter
@@ -42,6 +48,8 @@ class TrainLogger:
             for tag, value in scalars.items():
                 self.writer.add_scalar(tag, value, global_step=env_steps)
             self.writer.flush()
+        if self.wandb is not None:
+            self.wandb.record(env_steps, scalars)
 
     def message(self, text: str) -> None:
         """A line on the console (without breaking a progress bar)."""
@@ -51,8 +59,37 @@ class TrainLogger:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        if self.wandb is not None:
+            self.wandb.close()
         if self.progress is not None:
             self.progress.close()
+
+
+class WandbRun:
+    """A Weights & Biases run beside the TensorBoard events (``logger=wandb``, docs/training.md):
+    the same scalars at the same x axis (env steps), the resolved train config as the run's config,
+    its files under ``run_dir/wandb``. ``wandb`` is imported here only (an optional dependency,
+    ``pip install "unilab-gpu[wandb]"``): a run without it never loads the package. W&B's own
+    environment variables apply (``WANDB_MODE=offline``, ``WANDB_API_KEY``...).
+
+    Args:
+        run_dir: the training run's folder.
+        config: the resolved train config, as plain containers.
+        project, entity: where the run goes (``entity`` ``None``: the account's default).
+        name: the run's name in W&B.
+    """
+
+    def __init__(self, run_dir: str | Path, config: dict, project: str, entity: str | None, name: str) -> None:
+        import wandb
+
+        self.run = wandb.init(project=project, entity=entity, name=name, dir=str(run_dir), config=config)
+
+    def record(self, env_steps: int, scalars: dict[str, float]) -> None:
+        """Log ``scalars`` at ``env_steps`` (W&B's step; a later call may add to the same step)."""
+        self.run.log(dict(scalars), step=env_steps)
+
+    def close(self) -> None:
+        self.run.finish()
 
 
 class RecordingLogger:
@@ -91,19 +128,25 @@ HEADLINE = (
     ("episode/return", "return", "{:.4g}"),
     ("episode/length", "ep len", "{:.4g}"),
     ("terrain/mean_level", "terrain level", "{:.2f}"),
+    ("actions/torque_limit_share", "torque at limit", "{:.1%}"),
 )
 """(scalar tag, label, format) shown in each report when the tag is present (the mean terrain
-level on a task with a terrain curriculum)."""
+level on a task with a terrain curriculum; the share of actuator-steps whose PD torque demand
+reached the motor's limit, docs/robots.md "Torque demand")."""
 
 HEALTH = (
-    ("env/non_finite_actions", "non-finite actions"),
-    ("episode/non_finite_states", "NaN states"),
-    ("episode/diverged_states", "diverged states"),
-    ("env/deferred_resets", "deferred resets"),
-    ("env/solver_iteration_limits", "row-steps at the solver's iteration cap (robot config physics.iterations)"),
-    ("env/line_search_limits", "row-steps at the line-search cap (physics.ls_iterations)"),
+    ("env/non_finite_actions", "non-finite actions", ""),
+    ("episode/non_finite_states", "NaN states", ""),
+    ("episode/diverged_states", "diverged states", ""),
+    ("env/deferred_resets", "deferred resets", ""),
+    ("env/solver_iteration_limits", "row-steps at the solver's iteration cap", " (robot config physics.iterations)"),
+    ("env/line_search_limits", "row-steps at the line-search cap", " (physics.ls_iterations)"),
 )
-"""(scalar tag, label) of event counts, shown in a report only when non-zero."""
+"""(scalar tag, label, hint) of event counts, shown in a report when non-zero (with the hint: the
+setting that raises the cap), and for :data:`SHOWN_AT_ZERO` also when zero."""
+
+SHOWN_AT_ZERO = ("env/solver_iteration_limits",)
+"""Health tags reported even when zero, so that a clean solver reads as 0, not as missing."""
 
 
 class Progress:
@@ -138,7 +181,11 @@ class Progress:
     def describe(scalars: dict[str, float]) -> str:
         """``steps/s 12,345 | reward -0.123 | ...`` for the headline tags present."""
         parts = [f"{label} {fmt.format(scalars[tag])}" for tag, label, fmt in HEADLINE if tag in scalars]
-        health = [f"{scalars[tag]:,.0f} {label}" for tag, label in HEALTH if scalars.get(tag, 0)]
+        health = [
+            f"{scalars[tag]:,.0f} {label}{hint if scalars[tag] else ''}"
+            for tag, label, hint in HEALTH
+            if scalars.get(tag, 0) or (tag in SHOWN_AT_ZERO and tag in scalars)
+        ]
         if health:
             parts.append("health: " + ", ".join(health))
         return " | ".join(parts)

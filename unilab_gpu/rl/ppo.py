@@ -260,8 +260,7 @@ class PpoTrainer:
             raise NonFiniteStateError(f"non-finite {', '.join(what)} by iteration {self.iteration}")
         stats = self.env.stats.summary()
         self.env.stats.clear()
-        if stats["episode/count"] > 0:
-            scalars.update(stats)
+        scalars.update(self.env.stats.logged(stats))
         if self.logger is not None:
             self.logger.log(self.iteration, self.env_steps, scalars)
         self.last_scalars = scalars

@@ -35,7 +35,6 @@ from typing import Any, Protocol
 import torch
 
 from unilab_gpu.envs.constant_observations import ConstantObservations
-from unilab_gpu.envs.episode_stats import HEALTH_KEYS
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.envs.step_phases import no_phase_mark
 from unilab_gpu.profiling.phase_clock import make_phase_clock
@@ -418,10 +417,7 @@ class OffPolicyTrainer:
             scalars[f"perf/{phase}_ms"] = ms
         stats = self.env.stats.summary()
         self.env.stats.clear()
-        if stats["episode/count"] > 0:  # means over zero episodes would read as 0, not as missing
-            scalars.update(stats)
-        else:
-            scalars.update({key: stats[key] for key in HEALTH_KEYS})
+        scalars.update(self.env.stats.logged(stats))
         if self.logger is not None:
             self.logger.log(self.iteration, self.env_steps, scalars)
         self.last_scalars = scalars

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -198,6 +199,9 @@ def resume_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> DictCon
 
 PROGRESS_MODES = ("auto", "bar", "lines")
 
+LOGGERS = ("tensorboard", "wandb")
+"""``logger``: TensorBoard alone, or TensorBoard and a Weights & Biases run."""
+
 _COUNTS = {
     # key path: smallest allowed value
     "seed": None,
@@ -217,6 +221,16 @@ def check_train_config(cfg: DictConfig) -> None:
         _count("env.num_envs", _get(cfg, "env.num_envs"), 1)
     if cfg.progress not in PROGRESS_MODES:
         _fail("progress", f"one of {', '.join(PROGRESS_MODES)}", cfg.progress)
+    if cfg.get("logger", "tensorboard") not in LOGGERS:
+        _fail("logger", f"one of {', '.join(LOGGERS)}", cfg.logger)
+    if cfg.get("logger") == "wandb":
+        if importlib.util.find_spec("wandb") is None:  # found out now, not after the env is built
+            raise ValueError("train config: 'logger' wandb needs the wandb package: pip install 'unilab-gpu[wandb]'")
+        project, entity = OmegaConf.select(cfg, "wandb.project"), OmegaConf.select(cfg, "wandb.entity")
+        if not isinstance(project, str) or not project.strip():
+            _fail("wandb.project", "a non-empty string", project)
+        if entity is not None and (not isinstance(entity, str) or not entity.strip()):
+            _fail("wandb.entity", "a non-empty string or null", entity)
     if cfg.env.capture not in (True, False, "auto"):
         _fail("env.capture", "auto, true or false", cfg.env.capture)
     if cfg.get("eval") is not None:

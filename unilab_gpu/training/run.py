@@ -35,7 +35,7 @@ from unilab_gpu.rl.checkpoint import (
     save_checkpoint,
 )
 from unilab_gpu.rl.distributed import DataParallel
-from unilab_gpu.rl.logger import Progress, TrainLogger
+from unilab_gpu.rl.logger import Progress, TrainLogger, WandbRun
 from unilab_gpu.rl.off_policy import run_updates
 from unilab_gpu.rl.trainer import OffPolicyTrainer, Trainer, TrainerSettings
 from unilab_gpu.sim.simulator import scene_xml
@@ -118,6 +118,28 @@ class Run:
     def last_good(self) -> str:
         """Where the latest checkpoint on disk is, for the line that ends a failed run."""
         return f"last good checkpoint kept at {self.run_dir / CHECKPOINT_NAME} (iteration {self.saved_iteration})"
+
+
+def start_wandb(cfg: DictConfig, run_dir: Path) -> WandbRun | None:
+    """The run's W&B run with ``logger=wandb`` (the resolved config as its config, named after the
+    run folder), else ``None``; a W&B run that cannot start is one line naming the setting."""
+    if cfg.get("logger", "tensorboard") != "wandb":
+        return None
+    settings = cfg.get("wandb") or {}
+    try:
+        return WandbRun(
+            run_dir,
+            OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
+            project=settings.get("project", "unilab-gpu"),
+            entity=settings.get("entity"),
+            name=f"{cfg.task}/{cfg.algo.name}/{run_dir.name}",
+        )
+    except Exception as error:  # wandb's errors (no login, no network) have no common base class
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise RunFolderError(
+            f"logger=wandb: W&B could not start a run ({reason}); log in (wandb login), set WANDB_MODE=offline "
+            f"to log locally, or train with logger=tensorboard; resume with: {resume_command(run_dir)}"
+        ) from None
 
 
 def write_config(cfg: DictConfig, run_dir: Path, name: str = CONFIG_NAME) -> None:
@@ -318,7 +340,7 @@ def _build(
         return Run(run_dir, cfg, trainer, None)
     try:
         progress = Progress(settings.iterations, trainer.iteration, mode=cfg.progress, stream=stream)
-        trainer.logger = TrainLogger(run_dir, progress)
+        trainer.logger = TrainLogger(run_dir, progress, start_wandb(cfg, run_dir))  # type: ignore[arg-type]
     except BaseException:
         lock.release()  # type: ignore[union-attr]
         raise
