@@ -75,10 +75,15 @@ def _finite(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _base_task(task: object) -> object:
+    return task.removesuffix("_sim2real") if isinstance(task, str) else task
+
+
 def read_curves(paths: list[Path]) -> dict[Path, list[dict]]:
     """Each report's logging points (:func:`read_report`); the reports must be runs of one task."""
     reports = {path: read_report(path) for path in paths}
-    tasks = {path: report.get("task") for path, report in reports.items()}
+    # A *_sim2real task is its base task with training randomizations: the same metrics, comparable.
+    tasks = {path: _base_task(report.get("task")) for path, report in reports.items()}
     if len(set(tasks.values())) > 1:
         first, *_ = paths
         other = next(path for path in paths if tasks[path] != tasks[first])

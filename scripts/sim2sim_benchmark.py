@@ -46,7 +46,8 @@ TRAINING_ENV_KEYS = (
 
 def training_env(policy: Path, meta: dict, seconds: float, command: list[float] | None, motion: str | None) -> dict:
     """``unilab-play --onnx`` statistics of ``policy`` on the ``_play`` variant of its task."""
-    task = meta["task"].removesuffix("_play") + "_play"
+    # A *_sim2real task's randomizations are training's; its play variant is the base task's.
+    task = meta["task"].removesuffix("_play").removesuffix("_sim2real") + "_play"
     overrides = []
     if command is not None:
         overrides.append("commands.twist.params.fixed=[{},{},{}]".format(*command))

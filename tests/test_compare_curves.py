@@ -129,6 +129,10 @@ def test_nonsense_curves_are_refused_in_one_line(tmp_path, capsys) -> None:
         assert stop.value.code == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, err
+    # The task's sim-to-real variant (its randomizations on) is the same task: compared.
+    variant = report("variant.json", [{"env_steps": 100, "level": 2.0}], task="t_sim2real")
+    compared = cc.main([good, variant, "--metric", "level"])
+    assert compared["runs"]["variant"]["level"]["last quarter"] == 2.0
 
 
 def test_a_full_disk_is_one_line(tmp_path, capsys) -> None:
