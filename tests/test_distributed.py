@@ -313,8 +313,11 @@ def learn_on_two_ranks(out_dir: Path, seed: int = 0) -> dict:
 
 
 def test_two_rank_pendulum_learns(tmp_path):
-    """The threshold says "clearly learning" (random policy: -1181); its margin over seeds and
-    thread counts is checked against tests/data/learning_spread.json (``test_rl_learning``)."""
+    """The threshold says "clearly learning" (random policy: -1181, hanging about -1000); half the
+    single-process budget does not always swing up. Set from tests/data/learning_spread.json
+    (``test_rl_learning`` holds it ``MARGIN`` below every score), seeds 0 / 1 / 2 at 1 thread -346 /
+    -411 / -674, at 2 threads -354 / -630 / -674 (the warm-up keeps its share of the iterations:
+    250 of 750). Before the warm-up: -729 / -988 / -654 at 1 thread."""
     result = learn_on_two_ranks(tmp_path)
     print(f"two ranks, {result['env_steps']} env steps: return {result['return']:.0f}")
     assert result["env_steps"] == TWO_RANK_ENV_STEPS
