@@ -172,7 +172,11 @@ PENDULUM_PPO = {
     "learning_rate": 5e-4,
 }
 PPO_ITERATIONS = 300
-THRESHOLD = -400.0  # as for SAC/FlashSAC (tests/test_rl_learning.py): random -1181, hanging ~ -1000
+# Random -1181, hanging ~ -1000 (tests/test_rl_learning.py). Set from the measured spread: seeds
+# 0 / 1 / 2 scored -299 / -293 / -357 at 1 and at 2 torch threads alike (rsl_rl's update is
+# thread-count invariant here), so SAC's -400 would leave seed 2 only 43 above; -450 keeps the
+# margin of 50 that test_rl_learning's spread test asserts for every learning test.
+THRESHOLD = -450.0
 
 
 def train_ppo(seed: int = 0) -> float:
@@ -191,8 +195,11 @@ def train_ppo(seed: int = 0) -> float:
 
 @pytest.mark.slow
 def test_rsl_rl_runner_learns_the_pendulum_swing_up() -> None:
-    """The threshold's margin over the spread of seeds and torch thread counts is checked against
-    the committed measurement (tests/data/learning_spread.json, ``test_rl_learning``)."""
+    """PPO (rsl_rl's runner, 300 iterations of 64 envs x 32 steps) swings the pendulum up.
+
+    Distribution the threshold was set from (tests/data/learning_spread.json, seeds 0 / 1 / 2,
+    1 thread | 2 threads): -299 / -293 / -357 | -299 / -293 / -357. The margin over it is
+    asserted by ``test_rl_learning``'s spread test."""
     score = train_ppo(seed=0)
     assert score > THRESHOLD, f"PPO scored {score:.0f}, need {THRESHOLD:.0f}"
 
