@@ -51,16 +51,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf
 
 from unilab_gpu.__main__ import CPU_ENVS, CPU_OVERRIDES
 from unilab_gpu.envs.make_env import make_env
-from unilab_gpu.paths import CONFIGS_DIR
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.agents import algo_config, make_agent
-from unilab_gpu.rl.off_policy import steps_before_updates
+from unilab_gpu.rl.off_policy_config import steps_before_updates
 from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
 from unilab_gpu.sim.device import resolve_device
+from unilab_gpu.training.config import algo_preset
 from unilab_gpu.training.signals import stop_signals_interrupt
 from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_json_atomic
 
@@ -104,7 +103,7 @@ def synchronized(device: torch.device) -> Callable[[], None]:
 
 def build_trainer(preset: dict[str, Any], mode: str, device: str, seed: int) -> OffPolicyTrainer:
     env = make_env("g1_tracking", num_envs=preset["num_envs"], device=device, compile=False, seed=seed, announce=False)
-    values = OmegaConf.to_container(OmegaConf.load(Path(CONFIGS_DIR) / "algo" / f"{preset['algo']}.yaml"))
+    values = algo_preset(preset["algo"])  # configs/algo/<algo>.yaml with its defaults list resolved
     values.update(preset["overrides"], **MODES[mode])
     if not values.get("learning_rate_decay_steps"):  # 0: "the whole run", which a benchmark does not have
         values["learning_rate_decay_steps"] = 100_000

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from unilab_gpu.cli.bench import main
-from unilab_gpu.envs.step_phases import STEP_PHASES
+from unilab_gpu.envs.env_step import STEP_PHASES
 from unilab_gpu.profiling.plots import plot_bench
 
 # No natural episode ends within a test.

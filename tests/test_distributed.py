@@ -34,7 +34,7 @@ from unilab_gpu.motion.sampler import AdaptiveStartSampler  # noqa: E402
 from unilab_gpu.rl import distributed  # noqa: E402
 from unilab_gpu.rl.checkpoint import load_checkpoint  # noqa: E402
 from unilab_gpu.rl.distributed import launch_from_env  # noqa: E402
-from unilab_gpu.rl.flashsac import RewardScaler  # noqa: E402
+from unilab_gpu.rl.reward_scaler import RewardScaler  # noqa: E402
 
 pytestmark = pytest.mark.slow  # every test but one starts fresh interpreters (torch, Warp, gloo)
 

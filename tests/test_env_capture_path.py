@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from unilab_gpu.envs.env_step import CaptureReplayError
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.envs.snapshot import env_tensors
-from unilab_gpu.envs.step_capture import CaptureReplayError
 
 TASKS = {
     "pendulum": ["episode_length_s=0.3"],

@@ -25,7 +25,7 @@ LEFT_BY_PHASE = {
         "observation_manager",
     },
     "_allocate_step_buffers": {"_action_in", "_non_finite", "_diverged", "_all_rows", "transition_valid", "result"},
-    "_prepare_compile_and_capture": {"compiled", "_apply_actions", "_evaluate", "_observe", "_graph", "capture_mode"},
+    "_prepare_compile_and_capture": {"compiled", "_step", "_graph", "capture_mode"},
 }
 """What each phase sets on the env (a later phase reads it)."""
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from unilab_gpu.envs.env_step import STEP_PHASES
 from unilab_gpu.envs.make_env import make_env
-from unilab_gpu.envs.step_phases import STEP_PHASES
 from unilab_gpu.profiling.ms_stats import ms_stats
 from unilab_gpu.profiling.phase_clock import CpuPhaseClock, make_phase_clock
 from unilab_gpu.profiling.phase_profile import PhaseProfile

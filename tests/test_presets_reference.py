@@ -13,14 +13,14 @@ import math
 from pathlib import Path
 
 import pytest
-import yaml
 
 from unilab_gpu.rl.agents import algo_config
-from unilab_gpu.rl.off_policy import run_updates
+from unilab_gpu.rl.off_policy_config import run_updates
+from unilab_gpu.training.config import algo_preset
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "algo"
 OFF_POLICY_PRESETS = sorted(
-    path.name for path in CONFIGS.glob("*.yaml") if yaml.safe_load(path.read_text())["name"] in ("sac", "flashsac")
+    path.name for path in CONFIGS.glob("*.yaml") if algo_preset(path.stem)["name"] in ("sac", "flashsac")
 )
 
 HOLOSOMA_G1_WBT_FASTSAC = {
@@ -82,7 +82,7 @@ FLASHSAC_BUFFER, FLASHSAC_MIN_BUFFER, FLASHSAC_TARGET_SIGMA = 10_000_000, 100_00
 
 
 def load(name: str):
-    values = yaml.safe_load((CONFIGS / name).read_text())
+    values = algo_preset(name.removesuffix(".yaml"))  # its defaults list resolved
     values.pop("task_overrides", None)
     return algo_config(values)
 

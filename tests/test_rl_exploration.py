@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from unilab_gpu.rl.flashsac import HeldNoise, truncated_zeta_pmf
+from unilab_gpu.rl.exploration import HeldNoise, truncated_zeta_pmf
 
 
 def test_pmf_matches_formula():

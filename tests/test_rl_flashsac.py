@@ -7,7 +7,7 @@ import pytest
 import torch
 from rl_agent_helpers import small_agent, synthetic_batch
 
-from unilab_gpu.rl.flashsac import normalization_affines, unit_norm_weights
+from unilab_gpu.rl.weight_norm import normalization_affines, unit_norm_weights
 
 
 def _make(num_envs=4, **overrides):

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from unilab_gpu.rl.flashsac import FlashActor, TwinFlashCritic
+from unilab_gpu.rl.flashsac_networks import FlashActor, TwinFlashCritic
 
 
 def _np(t):

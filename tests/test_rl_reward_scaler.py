@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from unilab_gpu.rl.flashsac import RewardScaler
+from unilab_gpu.rl.reward_scaler import RewardScaler
 
 
 def _stream(seed, steps=60, envs=7):

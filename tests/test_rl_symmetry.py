@@ -15,7 +15,7 @@ from unilab_gpu.motion.canonical import save_motion
 from unilab_gpu.motion.kinematics import RobotKinematics
 from unilab_gpu.motion.loader import load_motion
 from unilab_gpu.motion.synthetic import synthesize_clip
-from unilab_gpu.rl.off_policy import OffPolicyConfig
+from unilab_gpu.rl.off_policy_config import OffPolicyConfig
 from unilab_gpu.rl.symmetry import MirrorAugmentation
 from unilab_gpu.utils.sync_audit import no_host_sync
 

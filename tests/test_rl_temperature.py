@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from unilab_gpu.rl.off_policy import Temperature
+from unilab_gpu.rl.temperature import Temperature
 
 
 @pytest.mark.parametrize(("entropy", "direction"), [(1.0, -1.0), (-5.0, 1.0)])

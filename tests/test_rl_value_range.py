@@ -7,7 +7,7 @@ import torch
 from rl_agent_helpers import small_agent, synthetic_batch
 
 from unilab_gpu.rl.flashsac import FlashSacConfig
-from unilab_gpu.rl.off_policy import OffPolicyConfig
+from unilab_gpu.rl.off_policy_config import OffPolicyConfig
 from unilab_gpu.rl.value_range import value_bound
 
 

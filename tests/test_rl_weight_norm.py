@@ -3,7 +3,8 @@
 import numpy as np
 import torch
 
-from unilab_gpu.rl.flashsac import TwinFlashCritic, linear_weights, project_rows_to_unit_norm_, rescale_to_fixed_norm_
+from unilab_gpu.rl.flashsac_networks import TwinFlashCritic
+from unilab_gpu.rl.weight_norm import linear_weights, project_rows_to_unit_norm_, rescale_to_fixed_norm_
 
 
 def test_unit_norm_projection_after_optimizer_step():

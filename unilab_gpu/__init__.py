@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from unilab_gpu.envs.env_step import StepResult
     from unilab_gpu.envs.make_env import load_task_cfg, make_env
     from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
-    from unilab_gpu.envs.step_phases import StepResult
     from unilab_gpu.paths import list_tasks
 
 _LAZY = {
@@ -29,7 +29,7 @@ _LAZY = {
     "make_env": "unilab_gpu.envs.make_env",
     "load_task_cfg": "unilab_gpu.envs.make_env",
     "ManagerBasedRlEnv": "unilab_gpu.envs.manager_based_rl_env",
-    "StepResult": "unilab_gpu.envs.step_phases",
+    "StepResult": "unilab_gpu.envs.env_step",
 }
 """Public name -> the module that defines it, imported on first access (PEP 562)."""
 

@@ -1,22 +1,25 @@
 """The manager-based RL env: one sync-free, static-shape step, captured once on CUDA.
 
-The env is built in the phases of ``CONSTRUCTION_PHASES``; the step's phase functions live in
-``envs.step_phases`` and its compile and capture in ``envs.step_capture``.
+The env is built in the phases of ``CONSTRUCTION_PHASES``; the step itself is one object,
+``envs.env_step.EnvStep`` (its compiled regions are its methods). The env captures that step as one
+CUDA graph at the first ``reset`` and replays it in ``step``.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Callable
 
 import torch
 
 from unilab_gpu.envs.env_cfg import EnvCfg, check_control_rate, check_env_cfg
 from unilab_gpu.envs.env_scene import bind_terrain, model_edit
+from unilab_gpu.envs.env_step import EnvStep, StepResult
 from unilab_gpu.envs.episode_stats import EpisodeStats
+from unilab_gpu.envs.learning_state import learning_state, load_learning_state
 from unilab_gpu.envs.reset_rows import ResetRowCompactor
 from unilab_gpu.envs.snapshot import env_tensors
-from unilab_gpu.envs.step_capture import StepCapture
-from unilab_gpu.envs.step_phases import StepPhases, StepResult
 from unilab_gpu.managers.action_manager import ActionManager
 from unilab_gpu.managers.command_manager import CommandManager
 from unilab_gpu.managers.event_manager import EventManager
@@ -24,9 +27,9 @@ from unilab_gpu.managers.observation_manager import ObservationManager
 from unilab_gpu.managers.reset_staging import ResetStaging
 from unilab_gpu.managers.reward_manager import RewardManager
 from unilab_gpu.managers.row_buffers import rows_with_dummy
-from unilab_gpu.managers.term import Term
 from unilab_gpu.managers.term_table import term_table
 from unilab_gpu.managers.termination_manager import TerminationManager
+from unilab_gpu.sim.capture import CaptureUnsupportedError, CudaGraph, capture_unsupported_reason
 from unilab_gpu.sim.device import verbose_requested
 from unilab_gpu.sim.robot import Robot
 from unilab_gpu.sim.simulator import Simulator, load_mj_model
@@ -43,19 +46,19 @@ CONSTRUCTION_PHASES = (
 """The methods ``ManagerBasedRlEnv.__init__`` calls, in order; each leaves what the next reads:
 the simulator, robot and timing; the per-row state the terms read (episode clock, reset rows and
 staging, terrain levels, validity, statistics); the managers; the step's buffers and result; the
-compiled regions and the capture decision."""
+step with its compiled regions, and the capture decision."""
 
 
-class ManagerBasedRlEnv(StepPhases, StepCapture):
+class ManagerBasedRlEnv:
     """``num_envs`` copies of a task: a simulator plus action, command, event, termination, reward
     and observation managers built from an ``EnvCfg``.
 
     One ``step`` runs, in order: actions -> ``decimation`` physics substeps -> kinematics refresh
     -> evaluate (episode clock, command updates, terminations, rewards, stats, reset row compaction,
     command advance, final observations) -> reset of the compacted rows (staging state, commands, reset events, row
-    writes, row-restricted refresh, per-row manager resets) -> observations. Nothing in it reads a
-    value back to the host or changes a shape, so on CUDA the whole step is captured once as a
-    CUDA graph and replayed; on CPU the same code runs directly.
+    writes, row-restricted refresh, per-row manager resets) -> observations (``EnvStep.run``).
+    Nothing in it reads a value back to the host or changes a shape, so on CUDA the whole step is
+    captured once as a CUDA graph and replayed; on CPU the same code runs directly.
 
     Every random draw uses torch's default generator of the env's device; the env never seeds it
     (``make_env(seed=...)`` does, before building the env), so building an env leaves a caller's
@@ -160,7 +163,7 @@ class ManagerBasedRlEnv(StepPhases, StepCapture):
         self.reset_staging = ResetStaging(n, self._compactor.env_ids, self.sim.mj_model.nq, self.sim.mj_model.nv)
         """The rows reset in the current step and their new state (``env_ids (reset_capacity,)``
         padded with ``num_envs``, ``qpos``, ``qvel``, ``episode_failed``): filled by the env, the
-        command terms and the reset events, in that order (``_stage_resets_eager``)."""
+        command terms and the reset events, in that order (``EnvStep.stage_resets``)."""
 
         grid = self.terrain_grid
         self.terrain = (
@@ -213,6 +216,21 @@ class ManagerBasedRlEnv(StepPhases, StepCapture):
             valid=self.transition_valid,
             stats=self.stats,
         )
+
+    def _prepare_compile_and_capture(self, compile: bool, capture: bool | str) -> None:
+        """The step and its compiled regions, and whether ``reset`` captures the step (the device
+        must be CUDA and able to capture); see ``__init__``."""
+        self.compiled = compile
+        """Whether the step's regions run through ``torch.compile``."""
+        self._step = EnvStep(self, compile)
+        self._graph: CudaGraph | None = None
+        self.capture_mode = capture
+        """``"auto"``, ``True`` or ``False``, as given."""
+        self.capture_skipped: str | None = None
+        """Why the step runs eagerly on this CUDA device (``None`` when it is captured or on CPU)."""
+        self._capture = capture is not False and self.device.type == "cuda"
+        if self._capture and (reason := capture_unsupported_reason(self.device)) is not None:
+            self._skip_capture(reason, stacklevel=4)  # the warning points at the env's builder
 
     # ------------------------------------------------------------------------------------------
     # Public API.
@@ -279,7 +297,7 @@ class ManagerBasedRlEnv(StepPhases, StepCapture):
         call also warms up and captures the step, then resets again.
         """
         self._check_open("reset")
-        self._reset_all_rows()
+        self._step.reset_all_rows()
         if self._capture and self._graph is None:
             self._capture_step()
         self._state = "running"
@@ -301,10 +319,31 @@ class ManagerBasedRlEnv(StepPhases, StepCapture):
         if self._graph is not None:
             self._graph.replay()
         else:
-            self.run_step_body()
+            self._step.run()
         if self.debug:
             _raise_on_bad_rows("state (qpos/qvel)", self._non_finite)
         return self.result
+
+    def set_actions(self, actions: torch.Tensor) -> None:
+        """Copy ``actions`` (num_envs, action_dim) into the persistent action buffer.
+
+        The copy is detached: an action that requires grad must not link the env's persistent
+        buffers into its autograd graph (which would then grow with every step).
+        """
+        if not isinstance(actions, torch.Tensor):
+            kind = f"{type(actions).__module__}.{type(actions).__name__}"
+            raise TypeError(f"actions must be a torch.Tensor on {self.device}, got a {kind}")
+        if actions.shape != self._action_in.shape or actions.device != self.device:
+            raise ValueError(
+                f"actions must have shape {tuple(self._action_in.shape)} on {self.device}, "
+                f"got {tuple(actions.shape)} on {actions.device}"
+            )
+        self._action_in.copy_(actions.detach())
+
+    def run_step_body(self, marker: Callable[[str], None] | None = None) -> None:
+        """One step on the actions already in the action buffer, without the CUDA graph (what the
+        graph records): for profilers, whose ``marker(phase)`` is called after each phase."""
+        self._step.run(marker)
 
     def close(self) -> None:
         """Release the captured CUDA graph; the env cannot step or reset afterwards. Calling it
@@ -316,63 +355,43 @@ class ManagerBasedRlEnv(StepPhases, StepCapture):
         if self._state == "closed":
             raise RuntimeError(f"{self.name}: {call}() after close(); build a new env")
 
-    def learning_state(self) -> dict[str, dict[str, torch.Tensor]]:
-        """What the env has learned over a run and a resume must restore, by term path.
+    # ------------------------------------------------------------------------------------------
+    # Capture (the cold path: at the first ``reset``).
 
-        Every class term with ``state_dict()`` contributes (e.g. the adaptive motion sampler's
-        failure rates under ``commands.motion``), and the terrain curriculum its rows' levels under
-        ``terrain``; episodes themselves restart on resume.
-        """
-        state = {path: term.instance.state_dict() for path, term in self._stateful_terms()}
-        if self.terrain is not None and self.terrain.curriculum is not None:
-            state[TERRAIN_STATE] = {"level": self.terrain.level.detach().clone()}
-        return state
+    def _capture_step(self) -> None:
+        """Capture the step (``EnvStep.capture``: warm-up, capture and a first-replay check that
+        leave no trace). On failure: raise with ``capture=True``, else warn and stay eager."""
+        try:
+            self._graph = self._step.capture(self._make_graph)
+        except Exception as error:
+            if self.capture_mode is True:
+                raise
+            self._skip_capture(f"capture failed ({type(error).__name__}: {error})")
+
+    def _make_graph(self, fn: Callable[[], None]) -> CudaGraph:
+        return CudaGraph(fn, self.device, warmup=2)
+
+    def _skip_capture(self, reason: str, stacklevel: int = 3) -> None:
+        if self.capture_mode is True:
+            raise CaptureUnsupportedError(reason)
+        self._capture = False
+        self.capture_skipped = reason
+        warnings.warn(f"unilab-gpu: the env step runs eagerly on {self.device}: {reason}", stacklevel=stacklevel)
+
+    def learning_state(self) -> dict[str, dict[str, torch.Tensor]]:
+        """What the env has learned over a run and a resume must restore, by term path
+        (``envs.learning_state``): stateful terms (e.g. the adaptive motion sampler's failure
+        rates under ``commands.motion``) and the terrain curriculum's levels under ``terrain``."""
+        return learning_state(self)
 
     def load_learning_state(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
         """Restore :meth:`learning_state` in place; a path this env does not have is an error."""
-        terms = dict(self._stateful_terms())
-        known = set(terms) | ({TERRAIN_STATE} if self.terrain is not None and self.terrain.curriculum else set())
-        unknown = sorted(set(state) - known)
-        if unknown:
-            raise ValueError(f"learning state for terms {unknown}, which this env does not have: {sorted(known)}")
-        for path, values in state.items():
-            if path == TERRAIN_STATE:
-                self._load_terrain_levels(values["level"])
-            else:
-                terms[path].instance.load_state_dict(values)
-
-    def _load_terrain_levels(self, level: torch.Tensor) -> None:
-        terrain = self.terrain
-        if tuple(level.shape) != (self.num_envs,):
-            raise ValueError(
-                f"terrain curriculum state has {tuple(level.shape)} rows, this env {self.num_envs}: "
-                "resume with the run's num_envs"
-            )
-        terrain.set_levels(level.to(self.device))
-
-    def _stateful_terms(self) -> list[tuple[str, Term]]:
-        managers: list[tuple[str, list[Term]]] = [
-            ("commands", list(self.command_manager.terms.values())),
-            ("rewards", self.reward_manager.terms),
-            ("terminations", self.termination_manager.terms),
-            ("events", [t for terms in self.event_manager.by_mode.values() for t in terms]),
-        ]
-        managers += [(f"observations.{g}", group.terms) for g, group in self.observation_manager.groups.items()]
-        return [
-            (f"{prefix}.{term.name}", term)
-            for prefix, terms in managers
-            for term in terms
-            if callable(getattr(term.instance, "state_dict", None))
-        ]
+        load_learning_state(self, state)
 
     def persistent_buffers(self) -> dict[str, torch.Tensor]:
         """Every tensor the step reads or writes, by name (for address-stability checks): the
         simulator's arrays and every tensor of the managers, terms and statistics."""
         return env_tensors(self)
-
-
-TERRAIN_STATE = "terrain"
-"""The key of the terrain curriculum's levels in :meth:`ManagerBasedRlEnv.learning_state`."""
 
 
 def _raise_on_bad_rows(what: str, bad: torch.Tensor) -> None:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from unilab_gpu.envs.step_phases import STEP_PHASES
+from unilab_gpu.envs.env_step import STEP_PHASES
 from unilab_gpu.profiling.phase_clock import make_phase_clock
 from unilab_gpu.profiling.phase_profile import PhaseProfile
 from unilab_gpu.profiling.physics_timer import PhysicsTimer

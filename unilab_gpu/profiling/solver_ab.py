@@ -30,9 +30,9 @@ import numpy as np
 import torch
 import warp as wp
 
+from unilab_gpu.envs.env_step import STEP_PHASES
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
-from unilab_gpu.envs.step_phases import STEP_PHASES
 from unilab_gpu.profiling.forced_resets import forced_resets_override
 from unilab_gpu.profiling.phase_clock import make_phase_clock
 from unilab_gpu.sim.capture import capture_unsupported_reason

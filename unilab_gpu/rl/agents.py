@@ -11,7 +11,8 @@ import torch
 
 from unilab_gpu.rl.config import config_from_dict
 from unilab_gpu.rl.flashsac import FlashSacAgent, FlashSacConfig
-from unilab_gpu.rl.off_policy import OffPolicyAgent, OffPolicyConfig
+from unilab_gpu.rl.off_policy import OffPolicyAgent
+from unilab_gpu.rl.off_policy_config import OffPolicyConfig
 from unilab_gpu.rl.sac import SacAgent, SacConfig
 
 ALGORITHMS: dict[str, type[OffPolicyConfig]] = {"sac": SacConfig, "flashsac": FlashSacConfig}

@@ -1,13 +1,19 @@
 """Typed algorithm configs from plain mappings (``configs/algo/*.yaml``): every key known, every
-value of its field's type, one line naming the key otherwise."""
+value of its field's type, one line naming the key otherwise; and the presets' values that the
+config dataclasses take as their defaults (:func:`preset_values`), so each value is written once."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import typing
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol, TypeVar
+
+from omegaconf import OmegaConf
+
+from unilab_gpu.paths import CONFIGS_DIR
 
 
 def check_field(ok: bool, name: str, expected: str, value: object) -> None:
@@ -69,3 +75,18 @@ def _fits(hint: type, value: Any) -> bool:
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
     return isinstance(value, hint)
+
+
+@functools.cache
+def preset_values(name: str) -> Mapping[str, Any]:
+    """The keys of ``configs/algo/<name>.yaml`` with its Hydra defaults list followed (entries name
+    presets of the same folder, optionally ``@_here_``; ``_self_`` marks where the file's own keys
+    go), as ``unilab-train`` resolves them (tested). The config dataclasses take their defaults from
+    here: a preset states each value once, beside its source. Lists stay lists."""
+    values = OmegaConf.to_container(OmegaConf.load(CONFIGS_DIR / "algo" / f"{name}.yaml"))
+    assert isinstance(values, dict)
+    own = {str(key): value for key, value in values.items()}
+    merged: dict[str, Any] = {}
+    for entry in own.pop("defaults", ["_self_"]):
+        merged.update(own if entry == "_self_" else preset_values(entry.partition("@")[0]))
+    return merged

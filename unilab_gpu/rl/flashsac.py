@@ -4,17 +4,17 @@ Kim, Lee et al., "FlashSAC: Fast and Stable Off-Policy Reinforcement Learning fo
 High-Dimensional Robot Control" (arXiv:2604.04539, 2026). On top of the distributional SAC
 update (:mod:`unilab_gpu.rl.off_policy`) it uses
 
-- BatchNorm/inverted-residual/RMSNorm networks (:class:`FlashActor`, :class:`TwinFlashCritic`) whose
+- BatchNorm/inverted-residual/RMSNorm networks (:mod:`~unilab_gpu.rl.flashsac_networks`) whose
   norms are re-imposed after every optimizer step (SimbaV2, Lee et al. 2025): unit-norm linear
   weight rows (all but the actor's heads) and BatchNorm ``(gamma, beta)`` / RMSNorm ``gamma``
-  at their initial norm ``sqrt(dim)`` (:func:`project_rows_to_unit_norm_`, :func:`rescale_to_fixed_norm_`);
+  at their initial norm ``sqrt(dim)`` (:mod:`~unilab_gpu.rl.weight_norm`);
 - joint BatchNorm forwards: the critic sees ``(s, a)`` and ``(s', a')`` in one batch, the actor
   sees ``s`` and ``s'`` in one batch, so training and bootstrap inputs share statistics;
-- rewards scaled by the running discounted-return statistics (:class:`RewardScaler`)
+- rewards scaled by the running discounted-return statistics (:mod:`~unilab_gpu.rl.reward_scaler`)
   so returns fit the fixed support ``[-g_max, g_max]``;
 - a cosine learning-rate decay and an actor/temperature step every ``actor_update_period``
   critic steps;
-- exploration noise held for zeta-distributed durations (:class:`HeldNoise`).
+- exploration noise held for zeta-distributed durations (:mod:`~unilab_gpu.rl.exploration`).
 
 The critic loss evaluates the actor with running statistics at ``s'`` (as an evaluation) and
 the actor loss evaluates the critic with running statistics (its batch is actor samples only).
@@ -28,52 +28,56 @@ without changing its direction).
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from unilab_gpu.rl.config import check_field
-from unilab_gpu.rl.off_policy import OffPolicyAgent, OffPolicyConfig
-from unilab_gpu.rl.running_moments import merge_moments_
-from unilab_gpu.rl.squashed_gaussian import SquashedGaussian
+from unilab_gpu.rl.config import check_field, preset_values
+from unilab_gpu.rl.exploration import HeldNoise
+from unilab_gpu.rl.flashsac_networks import FlashActor, TwinFlashCritic
+from unilab_gpu.rl.off_policy import OffPolicyAgent
+from unilab_gpu.rl.off_policy_config import OffPolicyConfig
+from unilab_gpu.rl.reward_scaler import RewardScaler
+from unilab_gpu.rl.weight_norm import constrain_norms, normalization_affines, unit_norm_weights
 from unilab_gpu.utils.compiling import maybe_compile
+
+_FLASHSAC = preset_values("flashsac")
 
 
 @dataclass
 class FlashSacConfig(OffPolicyConfig):
     """FlashSAC: BatchNorm residual networks, unit-norm weights, reward scaling, held noise.
 
-    Defaults are the authors' G1 tracking run where it sets a value (each value's source is in
-    ``configs/algo/flashsac.yaml``); fields not listed here keep :class:`OffPolicyConfig`'s.
+    Defaults are ``configs/algo/flashsac.yaml``'s values (the authors' G1 tracking run where it
+    sets a value, each value's source beside it), read from there; fields not listed here have the
+    same value in ``sac.yaml`` (:class:`OffPolicyConfig`'s, tested).
     """
 
-    name: str = "flashsac"
-    batch_size: int = 2048
-    buffer_capacity_per_env: int = 256
-    warmup_steps: int = 25
-    updates_per_step: int = 2
-    n_step: int = 3
-    tau: float = 0.01
-    learning_rate_end: float = 1.5e-4
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    weight_decay: float = 0.0
-    num_atoms: int = 101
-    v_min: float = -5.0
-    v_max: float = 5.0
-    alpha_init: float = 0.01
-    target_entropy_ratio: float = 0.478
-    actor_hidden_dim: int = 128
-    actor_num_blocks: int = 2
-    critic_hidden_dim: int = 256
-    critic_num_blocks: int = 2
-    reward_g_max: float = 5.0
-    noise_zeta_exponent: float = 2.0
-    noise_max_length: int = 16
-    batch_norm_momentum: float = 0.01
+    name: str = _FLASHSAC["name"]
+    batch_size: int = _FLASHSAC["batch_size"]
+    buffer_capacity_per_env: int = _FLASHSAC["buffer_capacity_per_env"]
+    warmup_steps: int = _FLASHSAC["warmup_steps"]
+    updates_per_step: int = _FLASHSAC["updates_per_step"]
+    n_step: int = _FLASHSAC["n_step"]
+    tau: float = _FLASHSAC["tau"]
+    learning_rate_end: float = _FLASHSAC["learning_rate_end"]
+    adam_betas: tuple[float, float] = tuple(_FLASHSAC["adam_betas"])
+    weight_decay: float = _FLASHSAC["weight_decay"]
+    num_atoms: int = _FLASHSAC["num_atoms"]
+    v_min: float = _FLASHSAC["v_min"]
+    v_max: float = _FLASHSAC["v_max"]
+    alpha_init: float = _FLASHSAC["alpha_init"]
+    target_entropy_ratio: float = _FLASHSAC["target_entropy_ratio"]
+    actor_hidden_dim: int = _FLASHSAC["actor_hidden_dim"]
+    actor_num_blocks: int = _FLASHSAC["actor_num_blocks"]
+    critic_hidden_dim: int = _FLASHSAC["critic_hidden_dim"]
+    critic_num_blocks: int = _FLASHSAC["critic_num_blocks"]
+    reward_g_max: float = _FLASHSAC["reward_g_max"]
+    noise_zeta_exponent: float = _FLASHSAC["noise_zeta_exponent"]
+    noise_max_length: int = _FLASHSAC["noise_max_length"]
+    batch_norm_momentum: float = _FLASHSAC["batch_norm_momentum"]
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -119,7 +123,7 @@ class FlashSacAgent(OffPolicyAgent):
         self._critic_norms = (unit_norm_weights(self.critic), normalization_affines(self.critic))
         self._target_norms = (unit_norm_weights(self.target_critic), normalization_affines(self.target_critic))
         for norms in (self._actor_norms, self._critic_norms, self._target_norms):
-            _constrain_norms(*norms)
+            constrain_norms(*norms)
         self._project_actor = maybe_compile(self._project_actor_impl, cfg.compile, compile_backend)
         self._project_critic = maybe_compile(self._project_critic_impl, cfg.compile, compile_backend)
 
@@ -182,10 +186,10 @@ class FlashSacAgent(OffPolicyAgent):
         return loss, -log_prob.detach().mean()
 
     def _project_actor_impl(self) -> None:
-        _constrain_norms(*self._actor_norms)
+        constrain_norms(*self._actor_norms)
 
     def _project_critic_impl(self) -> None:
-        _constrain_norms(*self._critic_norms)
+        constrain_norms(*self._critic_norms)
 
     def _after_actor_step(self) -> None:
         self._project_actor()
@@ -195,7 +199,7 @@ class FlashSacAgent(OffPolicyAgent):
 
     def _target_update_impl(self) -> None:
         super()._target_update_impl()
-        _constrain_norms(*self._target_norms)
+        constrain_norms(*self._target_norms)
 
     def _policy_impl(self, policy_obs: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
         mean, log_std = self.actor(policy_obs, batch_stats=False)
@@ -220,399 +224,18 @@ class FlashSacAgent(OffPolicyAgent):
             raise ValueError(f"policy_obs must have {self.num_envs} rows (num_envs), got {policy_obs.shape[0]}")
         return self._policy(policy_obs, self.noise.step())
 
-
-def _constrain_norms(weights: list[torch.Tensor], affines: list[tuple[torch.Tensor, ...]]) -> None:
-    project_rows_to_unit_norm_(weights)
-    rescale_to_fixed_norm_(affines)
-
-
-# ================================================================================================
-# FlashSAC networks: BatchNorm embedder, inverted residual blocks, RMSNorm, categorical critic.
-#
-# Architecture of FlashSAC (Kim, Lee et al., "FlashSAC: Fast and Stable Off-Policy Reinforcement
-# Learning for High-Dimensional Robot Control", arXiv:2604.04539, 2026), which builds on SimBa
-# (Lee et al., ICLR 2025: residual MLP blocks with input normalisation) and SimbaV2 (Lee et al.,
-# ICML 2025: norm-bounded features and unit-norm weights):
-#
-#     x -> BatchNorm -> Linear(in, h)                                   (embedder)
-#       -> [ x + ReLU(BN(Linear(4h, h)(ReLU(BN(Linear(h, 4h)(x)))))) ] * num_blocks
-#       -> RMSNorm -> head
-#
-# BatchNorm sits before each nonlinearity so that large replay batches, not per-sample scale,
-# set the feature statistics. Hidden linears carry no bias (the BatchNorm that follows has one).
-# After each optimizer step (:func:`_constrain_norms`) every trunk and critic-head linear
-# weight row is projected back to unit norm (:func:`unit_norm_weights`) and the affine parameters
-# of every BatchNorm and RMSNorm are rescaled to their initial norm (:func:`normalization_affines`).
-# The actor's mean and log-std heads stay outside both, as in the authors' code.
-#
-# Initialisation follows the authors' code (github.com/leeyngdo/FlashSAC,
-# ``flash_rl/agents/flashSAC/layer.py``): orthogonal linear weights (then unit rows), zero critic
-# head bias, and actor heads that start near zero (see :class:`FlashActor`).
-#
-# Running statistics (used wherever ``batch_stats=False``: acting, the actor's next-state
-# sample in the critic loss, the critic inside the actor loss) follow the batch statistics with
-# ``momentum`` (paper: 0.01, a memory of about 100 updates). They must keep up with the weights:
-# at a high learning rate and a few thousand updates (small tasks) a 100-update lag lets the
-# acting policy and the critic the actor climbs drift far from the networks being trained, so
-# small tasks raise it (``batch_norm_momentum`` of the FlashSAC config).
-#
-# BatchNorm mode is an explicit ``batch_stats`` argument instead of ``module.train()`` so that
-# one compiled update can use batch statistics for some forwards and running statistics for
-# others without recompiling. ``batch_stats=True`` also updates the running statistics.
+    def deterministic_policy(self) -> nn.Module:
+        """A copy of the deterministic policy (the actor with its running BatchNorm statistics)."""
+        return FlashSacPolicy(self)
 
 
-def _orthogonal_linear(in_dim: int, out_dim: int, bias: bool = False) -> nn.Linear:
-    linear = nn.Linear(in_dim, out_dim, bias=bias)
-    nn.init.orthogonal_(linear.weight)
-    if bias:
-        nn.init.zeros_(linear.bias)
-    return linear
+class FlashSacPolicy(nn.Module):
+    """``agent.act(obs, deterministic=True)`` as a self-contained module: ``(batch, obs_dim)``
+    raw ``policy`` observations -> ``(batch, act_dim)`` actions in ``[-1, 1]``."""
 
-
-class BatchNorm(nn.Module):
-    """Per-feature batch normalisation over ``(batch, dim)`` with an explicit mode flag."""
-
-    def __init__(self, dim: int, momentum: float = 0.01, eps: float = 1e-5) -> None:
+    def __init__(self, agent: FlashSacAgent) -> None:
         super().__init__()
-        self.momentum = momentum
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.bias = nn.Parameter(torch.zeros(dim))
-        self.register_buffer("running_mean", torch.zeros(dim))
-        self.register_buffer("running_var", torch.ones(dim))
+        self.actor = copy.deepcopy(agent.actor)
 
-    def forward(self, x: torch.Tensor, batch_stats: bool) -> torch.Tensor:
-        return F.batch_norm(
-            x, self.running_mean, self.running_var, self.weight, self.bias, batch_stats, self.momentum, self.eps
-        )
-
-
-class InvertedResidualBlock(nn.Module):
-    """``x + ReLU(BN(W2 ReLU(BN(W1 x))))`` with ``W1: h -> expansion*h``, ``W2: expansion*h -> h``."""
-
-    def __init__(self, hidden_dim: int, expansion: int = 4, momentum: float = 0.01) -> None:
-        super().__init__()
-        self.expand = _orthogonal_linear(hidden_dim, expansion * hidden_dim)
-        self.norm1 = BatchNorm(expansion * hidden_dim, momentum)
-        self.contract = _orthogonal_linear(expansion * hidden_dim, hidden_dim)
-        self.norm2 = BatchNorm(hidden_dim, momentum)
-
-    def forward(self, x: torch.Tensor, batch_stats: bool) -> torch.Tensor:
-        y = F.relu(self.norm1(self.expand(x), batch_stats))
-        y = F.relu(self.norm2(self.contract(y), batch_stats))
-        return x + y
-
-
-class FlashTrunk(nn.Module):
-    """Embedder, ``num_blocks`` inverted residual blocks and a final RMSNorm: ``(B, in) -> (B, h)``.
-
-    ``momentum`` is that of every BatchNorm's running statistics.
-    """
-
-    def __init__(self, in_dim: int, hidden_dim: int, num_blocks: int, momentum: float = 0.01) -> None:
-        super().__init__()
-        self.input_norm = BatchNorm(in_dim, momentum)
-        self.embed = _orthogonal_linear(in_dim, hidden_dim)
-        self.blocks = nn.ModuleList([InvertedResidualBlock(hidden_dim, momentum=momentum) for _ in range(num_blocks)])
-        self.output_norm = nn.RMSNorm(hidden_dim, eps=1e-6)
-
-    def forward(self, x: torch.Tensor, batch_stats: bool) -> torch.Tensor:
-        x = self.embed(self.input_norm(x, batch_stats))
-        for block in self.blocks:
-            x = block(x, batch_stats)
-        return self.output_norm(x)
-
-
-class FlashActor(SquashedGaussian):
-    """Squashed-Gaussian policy on a FlashSAC trunk.
-
-    The mean and log-std heads are free linears (no unit-norm rows) that start near zero, after
-    the authors' fix of the head initialisation (github.com/leeyngdo/FlashSAC, commit 9100e66,
-    ``NormalTanhPolicy``): mean weights ``N(0, 1e-3^2)``, log-std weights and both biases 0, and
-    log-std bounded to ``[-5, 0]`` (the defaults here). Every initial pre-tanh mean is then about
-    0 and every log-std the middle of its range (-2.5: std 0.08), instead of the means of SD ~1
-    and log-stds spread over the whole range that unit-norm heads over RMS-normalised features
-    give.
-    """
-
-    def __init__(
-        self,
-        obs_dim: int,
-        act_dim: int,
-        hidden_dim: int,
-        num_blocks: int,
-        log_std_min: float = -5.0,
-        log_std_max: float = 0.0,
-        momentum: float = 0.01,
-    ) -> None:
-        super().__init__(log_std_min, log_std_max)
-        self.act_dim = act_dim
-        self.trunk = FlashTrunk(obs_dim, hidden_dim, num_blocks, momentum)
-        self.mean_head = nn.Linear(hidden_dim, act_dim)
-        self.log_std_head = nn.Linear(hidden_dim, act_dim)
-        nn.init.normal_(self.mean_head.weight, std=1e-3)
-        for p in (self.mean_head.bias, self.log_std_head.weight, self.log_std_head.bias):
-            nn.init.zeros_(p)
-
-    def forward(self, obs: torch.Tensor, batch_stats: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(batch, obs_dim)`` -> pre-tanh ``mean`` and ``log_std``, each ``(batch, act_dim)``."""
-        h = self.trunk(obs, batch_stats)
-        return self.mean_head(h), self.bounded(self.log_std_head(h))
-
-
-class TwinFlashCritic(nn.Module):
-    """Two categorical critics on FlashSAC trunks; logits ``(2, batch, num_atoms)``."""
-
-    def __init__(
-        self, obs_dim: int, act_dim: int, hidden_dim: int, num_blocks: int, num_atoms: int, momentum: float = 0.01
-    ) -> None:
-        super().__init__()
-        self.trunks = nn.ModuleList([FlashTrunk(obs_dim + act_dim, hidden_dim, num_blocks, momentum) for _ in range(2)])
-        self.heads = nn.ModuleList([_orthogonal_linear(hidden_dim, num_atoms, bias=True) for _ in range(2)])
-
-    def forward(self, obs: torch.Tensor, action: torch.Tensor, batch_stats: bool) -> torch.Tensor:
-        x = torch.cat([obs, action], dim=-1)
-        return torch.stack([head(trunk(x, batch_stats)) for trunk, head in zip(self.trunks, self.heads, strict=True)])
-
-    def joint(
-        self,
-        obs: torch.Tensor,
-        action: torch.Tensor,
-        next_obs: torch.Tensor,
-        next_action: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits for ``(s, a)`` and ``(s', a')`` from one batch-statistics forward.
-
-        Concatenating the two batches makes every BatchNorm normalise both with the same
-        statistics, so current and bootstrap values live on one feature scale (the joint forward
-        of CrossQ, Bhatt et al., ICLR 2024, used by FlashSAC). Returns two ``(2, batch, atoms)``.
-        """
-        logits = self(torch.cat([obs, next_obs]), torch.cat([action, next_action]), batch_stats=True)
-        return logits.split(obs.shape[0], dim=1)
-
-
-def unit_norm_weights(network: FlashActor | TwinFlashCritic) -> list[nn.Parameter]:
-    """Linear weights ``(out, in)`` kept at unit-norm rows: the trunks' and the critic heads',
-    not the actor heads' (see :class:`FlashActor`)."""
-    if isinstance(network, FlashActor):
-        return linear_weights(network.trunk)
-    return linear_weights(network)
-
-
-def normalization_affines(network: nn.Module) -> list[tuple[nn.Parameter, ...]]:
-    """Affine parameters kept at a fixed norm: ``(gamma, beta)`` of each BatchNorm and
-    ``(gamma,)`` of each RMSNorm in ``network``, in module order."""
-    groups: list[tuple[nn.Parameter, ...]] = []
-    for module in network.modules():
-        if isinstance(module, BatchNorm):
-            groups.append((module.weight, module.bias))
-        elif isinstance(module, nn.RMSNorm):
-            groups.append((module.weight,))
-    return groups
-
-
-# ================================================================================================
-# Norm constraints of FlashSAC's networks, re-imposed after every optimizer step.
-#
-# SimbaV2 (Lee et al., "Hyperspherical Normalization for Scalable Deep Reinforcement Learning",
-# ICML 2025) and FlashSAC (Kim, Lee et al., arXiv:2604.04539, 2026) keep the parameters that
-# set the scale of the features at a fixed norm, so that no norm can grow during training and
-# effective learning rates stay constant:
-#
-# - every row of a linear layer's weight is a unit vector over the inputs
-#   (:func:`project_rows_to_unit_norm_`);
-# - the affine parameters of every normalisation layer, ``(gamma, beta)`` of a BatchNorm and
-#   ``gamma`` of an RMSNorm, together have the norm ``sqrt(dim)`` they have at initialisation
-#   (``gamma = 1``, ``beta = 0``) (:func:`rescale_to_fixed_norm_`). This is the authors'
-#   ``normalize_parameters`` of ``UnitBatchNorm``/``UnitRMSNorm`` (github.com/leeyngdo/FlashSAC,
-#   ``flash_rl/agents/flashSAC/layer.py``).
-#
-# Both are plain rescalings after the gradient step, not reparameterisations.
-
-
-def linear_weights(module: nn.Module) -> list[nn.Parameter]:
-    """Weights ``(out, in)`` of every ``nn.Linear`` inside ``module``, in module order."""
-    return [m.weight for m in module.modules() if isinstance(m, nn.Linear)]
-
-
-@torch.no_grad()
-def project_rows_to_unit_norm_(weights: list[torch.Tensor], eps: float = 1e-8) -> None:
-    """Rescale each row (last axis) of each weight to unit L2 norm, in place."""
-    for weight in weights:
-        weight.div_(torch.linalg.vector_norm(weight, dim=-1, keepdim=True).clamp_min(eps))
-
-
-@torch.no_grad()
-def rescale_to_fixed_norm_(groups: list[tuple[torch.Tensor, ...]], eps: float = 1e-8) -> None:
-    """Rescale each group of ``(dim,)`` vectors by one common factor, in place, so that the
-    group's joint L2 norm ``sqrt(sum_i |v_i|^2)`` is ``sqrt(dim)``.
-
-    A group is the affine parameters of one normalisation layer, e.g. ``(gamma, beta)``; one
-    factor per group keeps the direction of the concatenated vector.
-    """
-    for group in groups:
-        square_sum = sum(v.square().sum() for v in group)
-        factor = math.sqrt(group[0].shape[-1]) * torch.rsqrt(square_sum + eps)
-        for v in group:
-            v.mul_(factor)
-
-
-# ================================================================================================
-# Reward scaling by the spread of the running discounted return (FlashSAC).
-#
-# FlashSAC (Kim, Lee et al., "FlashSAC: Fast and Stable Off-Policy Reinforcement Learning for
-# High-Dimensional Robot Control", arXiv:2604.04539, 2026) divides rewards by a statistic of the
-# per-env running discounted return, so that returns land inside the critic's fixed categorical
-# support ``[-g_max, g_max]`` whatever the task's reward magnitude. The public reference scales by
-#
-#     denominator = max( sqrt(Var[G] + eps),  max|G| / g_max )
-#
-# where ``G_t = gamma * G_{t-1} + r_t`` per env, ``Var[G]`` is the variance of every ``G`` value
-# seen so far (all envs, all steps; parallel moment merge of Chan et al. 1979) and ``max|G|`` is
-# the largest magnitude seen. The second term keeps the largest observed return within
-# ``g_max`` after scaling. Set ``g_max=None`` for the plain variance rule.
-#
-# One deliberate difference from the reference: ``G`` restarts *after* an episode's last reward
-# (``G_t = gamma * G_{t-1} * (1 - done_{t-1}) + r_t``), so the final reward of an episode is
-# accumulated into that episode's return rather than into the next one's.
-#
-# All state lives on the device; :meth:`update` and :meth:`scale` never sync with the host.
-# Rewards are stored raw in replay and scaled at update time with the current statistics.
-
-
-class RewardScaler(nn.Module):
-    """Running-return reward scaler; state is a set of buffers, so ``state_dict`` covers it.
-
-    Args:
-        num_envs: number of parallel environments (one running return each).
-        gamma: discount of the running return (the agent's gamma).
-        g_max: bound on the scaled return (critic support half-width), or ``None``.
-        eps: added to the variance before the square root.
-    """
-
-    def __init__(
-        self,
-        num_envs: int,
-        gamma: float,
-        g_max: float | None = 5.0,
-        eps: float = 1e-8,
-        device: torch.device | str | None = None,
-    ) -> None:
-        super().__init__()
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        if not 0.0 <= gamma <= 1.0:
-            raise ValueError(f"gamma must be in [0, 1], got {gamma}")
-        if g_max is not None and g_max <= 0:
-            raise ValueError(f"g_max must be positive or None, got {g_max}")
-        self.gamma = gamma
-        self.g_max = g_max
-        self.eps = eps
-        self.register_buffer("running_return", torch.zeros(num_envs, device=device))
-        # Moments in float64: the count reaches 1e9+ in long runs, where float32 stops moving.
-        self.register_buffer("mean", torch.zeros((), dtype=torch.float64, device=device))
-        self.register_buffer("var", torch.ones((), dtype=torch.float64, device=device))
-        self.register_buffer("count", torch.zeros((), dtype=torch.float64, device=device))
-        self.register_buffer("abs_max", torch.zeros((), device=device))
-        self.register_buffer("_pending_reset", torch.zeros(num_envs, device=device))
-
-    @torch.no_grad()
-    def update(self, reward: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor) -> None:
-        """Fold one env step into the statistics.
-
-        Args:
-            reward: ``(num_envs,)`` raw rewards of this step.
-            terminated, truncated: ``(num_envs,)`` bool episode ends of this step.
-        """
-        if reward.shape != self.running_return.shape:
-            raise ValueError(f"reward must have shape {tuple(self.running_return.shape)}, got {tuple(reward.shape)}")
-        running = self.running_return * (1.0 - self._pending_reset) * self.gamma + reward
-        self.running_return.copy_(running)
-        self._pending_reset.copy_((terminated | truncated).to(self._pending_reset.dtype))
-
-        merge_moments_(self.mean, self.var, self.count, running.to(torch.float64))
-        self.abs_max.copy_(torch.maximum(self.abs_max, running.abs().max()))
-
-    def scale(self) -> torch.Tensor:
-        """Current multiplicative reward scale, a 0-d float32 device tensor."""
-        denominator = torch.sqrt(self.var + self.eps).to(torch.float32)
-        if self.g_max is not None:
-            denominator = torch.maximum(denominator, self.abs_max / self.g_max)
-        return 1.0 / denominator
-
-
-# ================================================================================================
-# Temporally correlated exploration: Gaussian noise held for zeta-distributed durations.
-#
-# FlashSAC (Kim, Lee et al., arXiv:2604.04539, 2026) repeats each standard-normal noise draw of
-# the policy for ``L`` consecutive steps, ``L`` drawn from a zeta (Zipf) distribution truncated to
-# ``{1, ..., max_length}``: ``P(L = l) = l^-s / sum_{k <= max_length} k^-s``. Most holds are short,
-# a heavy tail is long, which gives the coverage of temporally extended exploration without a
-# fixed time scale (the idea follows "temporally extended eps-greedy", Dabney, Ostrovski and
-# Barreto, ICLR 2021). Here every env holds its own noise and duration.
-#
-# Lengths are drawn by inverse CDF (``searchsorted`` of a uniform draw in the precomputed CDF),
-# so sampling is static-shape and stays on the device.
-
-
-def truncated_zeta_pmf(exponent: float, max_length: int) -> torch.Tensor:
-    """``P(L = l)`` for ``l = 1 .. max_length``, shape ``(max_length,)``, float64."""
-    if exponent <= 0:
-        raise ValueError(f"exponent must be positive, got {exponent}")
-    if max_length < 1:
-        raise ValueError(f"max_length must be >= 1, got {max_length}")
-    weights = torch.arange(1, max_length + 1, dtype=torch.float64) ** (-exponent)
-    return weights / weights.sum()
-
-
-class HeldNoise(nn.Module):
-    """Per-env standard-normal noise ``(num_envs, act_dim)`` redrawn after zeta-distributed holds.
-
-    Args:
-        num_envs, act_dim: noise shape.
-        exponent: zeta exponent ``s`` (FlashSAC uses 2).
-        max_length: longest hold in steps (FlashSAC uses 16).
-        generator: torch generator on ``device`` for reproducible draws (optional).
-    """
-
-    def __init__(
-        self,
-        num_envs: int,
-        act_dim: int,
-        exponent: float = 2.0,
-        max_length: int = 16,
-        device: torch.device | str | None = None,
-        generator: torch.Generator | None = None,
-    ) -> None:
-        super().__init__()
-        self.generator = generator
-        cdf = torch.cumsum(truncated_zeta_pmf(exponent, max_length), 0).to(torch.float32)
-        # The last entry is 1 up to rounding; force it so every uniform draw maps to a length.
-        cdf[-1] = 1.0
-        self.register_buffer("cdf", cdf.to(device))
-        self.register_buffer("noise", torch.zeros(num_envs, act_dim, device=device))
-        self.register_buffer("remaining", torch.zeros(num_envs, dtype=torch.int64, device=device))
-
-    def sample_lengths(self, count: int) -> torch.Tensor:
-        """``count`` independent hold lengths in ``[1, max_length]``, int64."""
-        uniform = torch.rand(count, device=self.cdf.device, generator=self.generator)
-        return torch.searchsorted(self.cdf, uniform, right=True).clamp(max=self.cdf.numel() - 1) + 1
-
-    @torch.no_grad()
-    def step(self) -> torch.Tensor:
-        """Advance one env step and return the noise to use now, ``(num_envs, act_dim)``.
-
-        Rows whose hold ran out get a fresh normal vector and a fresh length. The returned
-        tensor is the persistent buffer (overwritten by the next call).
-        """
-        redraw = self.remaining <= 0
-        fresh = torch.randn(self.noise.shape, device=self.noise.device, generator=self.generator)
-        self.noise.copy_(torch.where(redraw.unsqueeze(-1), fresh, self.noise))
-        lengths = self.sample_lengths(self.remaining.numel())
-        self.remaining.copy_(torch.where(redraw, lengths, self.remaining) - 1)
-        return self.noise
-
-    @torch.no_grad()
-    def reset(self, done: torch.Tensor) -> None:
-        """Force a redraw on the next :meth:`step` for rows where ``done`` ``(num_envs,)`` is set."""
-        self.remaining.masked_fill_(done, 0)
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.actor(obs, batch_stats=False)[0])  # running BatchNorm statistics

@@ -1,4 +1,4 @@
-"""What SAC and FlashSAC share: the config base and the distributional soft actor-critic update.
+"""What SAC and FlashSAC share: the distributional soft actor-critic update.
 
 Both agents are soft actor-critic (Haarnoja et al., ICML 2018; learned temperature from
 arXiv:1812.05905) with twin categorical critics (C51, Bellemare et al. 2017) and clipped
@@ -16,9 +16,9 @@ only persistent tensors, so the trainer can capture it, replay sampling included
 the networks, :meth:`OffPolicyAgent._prepare` (batch preprocessing), the two loss functions and
 optional post-step hooks.
 
-Read top to bottom: the config (:class:`OffPolicyConfig`, keys of ``configs/algo/*.yaml``), the
-agent base, then its learned temperature. The other pieces it is made of have a module each:
-:mod:`~unilab_gpu.rl.distributional` (C51 projection), :mod:`~unilab_gpu.rl.squashed_gaussian`
+The pieces it is made of have a module each: :mod:`~unilab_gpu.rl.off_policy_config` (the
+config, keys of ``configs/algo/*.yaml``), :mod:`~unilab_gpu.rl.temperature` (the learned
+temperature), :mod:`~unilab_gpu.rl.distributional` (C51 projection), :mod:`~unilab_gpu.rl.squashed_gaussian`
 (the actor's distribution), :mod:`~unilab_gpu.rl.optimization` (learning-rate schedule, AdamW,
 clipping, Polyak averaging) and :mod:`~unilab_gpu.rl.running_moments` (observation and reward
 statistics).
@@ -26,116 +26,25 @@ statistics).
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from unilab_gpu.rl.config import check_field
 from unilab_gpu.rl.distributional import (
     categorical_cross_entropy,
     categorical_support,
     expected_value,
     project_categorical,
 )
+from unilab_gpu.rl.off_policy_config import OffPolicyConfig
 from unilab_gpu.rl.optimization import CosineSchedule, clip_gradients_, make_adamw, polyak_update_
+from unilab_gpu.rl.temperature import Temperature
 from unilab_gpu.rl.value_range import ValueSupport, value_bound
 from unilab_gpu.utils.compiling import maybe_compile
 
 if TYPE_CHECKING:
     from unilab_gpu.rl.symmetry import MirrorAugmentation
-
-
-@dataclass
-class OffPolicyConfig:
-    """Settings shared by SAC and FlashSAC (replay, schedule, optimisation, temperature).
-
-    ``batch_size``, ``buffer_capacity_per_env``, ``final_obs_fraction``, ``warmup_steps`` and
-    ``updates_per_step`` are read by the training loop; the agents read the rest. Defaults are
-    holosoma's FastSAC G1 tracking preset where it sets a value, at 4096 envs (sources in
-    ``configs/algo/sac.yaml``); :class:`~unilab_gpu.rl.flashsac.FlashSacConfig` overrides its own.
-    """
-
-    batch_size: int = 8192
-    buffer_capacity_per_env: int = 1024
-    final_obs_fraction: float = 0.125
-    warmup_steps: int = 10
-    updates_per_step: int = 4
-    gamma: float = 0.99
-    n_step: int = 1
-    tau: float = 0.05
-    learning_rate: float = 3e-4
-    learning_rate_end: float = 3e-4
-    learning_rate_decay_steps: int = 100_000
-    """Updates over which the cosine schedule decays; ``0`` in a preset: the whole run
-    (``unilab-train`` sets it from ``total_env_steps``, see :func:`run_updates`)."""
-    adam_betas: tuple[float, float] = (0.9, 0.95)
-    weight_decay: float = 0.001
-    max_grad_norm: float = 0.0
-    actor_update_period: int = 2
-    num_atoms: int = 501
-    v_min: float = -20.0
-    v_max: float = 20.0
-    value_range: str = "fixed"
-    """Support of the distributional critics: ``"fixed"``, ``[v_min, v_max]``; ``"reward_scale"``,
-    sized from the task's rewards at the first update (:func:`value_bound`), which replaces
-    ``v_min`` and ``v_max``."""
-    value_range_margin: float = 2.0
-    """With ``value_range: reward_scale``: the support's half-width over the bound of the first batch."""
-    mirror_fraction: float = 0.0
-    """Share of every batch replaced by its left-right mirror image (:mod:`unilab_gpu.rl.symmetry`);
-    0 disables. Needs a mirror-symmetric robot and a mirror rule for every observation term."""
-    log_std_min: float = -5.0
-    log_std_max: float = 0.0
-    alpha_init: float = 0.001
-    target_entropy_ratio: float = 0.75
-    compile: bool = True
-    capture_update: bool = False
-    """On CUDA, capture each update (replay sampling, losses, backward, optimizer, target and
-    temperature steps) as a CUDA graph and replay it (:mod:`unilab_gpu.rl.update_step`); on the
-    CPU the same update runs directly (compiled where ``compile`` is set)."""
-
-    def __post_init__(self) -> None:
-        self.adam_betas = tuple(self.adam_betas)  # YAML gives a list
-        check_field(self.batch_size >= 1, "batch_size", ">= 1", self.batch_size)
-        check_field(self.n_step >= 1, "n_step", ">= 1", self.n_step)
-        check_field(
-            self.buffer_capacity_per_env > self.n_step,
-            "buffer_capacity_per_env",
-            f"> n_step ({self.n_step})",
-            self.buffer_capacity_per_env,
-        )
-        check_field(0.0 <= self.gamma <= 1.0, "gamma", "in [0, 1]", self.gamma)
-        check_field(0.0 < self.tau <= 1.0, "tau", "in (0, 1]", self.tau)
-        check_field(self.num_atoms >= 2, "num_atoms", ">= 2", self.num_atoms)
-        check_field(self.v_max > self.v_min, "v_max", f"> v_min ({self.v_min})", self.v_max)
-        ranges = ("fixed", "reward_scale")
-        check_field(self.value_range in ranges, "value_range", "'fixed' or 'reward_scale'", self.value_range)
-        check_field(self.value_range_margin >= 1.0, "value_range_margin", ">= 1", self.value_range_margin)
-        bounded = self.value_range == "fixed" or self.gamma < 1.0
-        check_field(bounded, "gamma", "< 1 with value_range 'reward_scale' (a finite horizon)", self.gamma)
-        check_field(0.0 <= self.mirror_fraction <= 1.0, "mirror_fraction", "in [0, 1]", self.mirror_fraction)
-        low = self.log_std_min
-        check_field(self.log_std_max > low, "log_std_max", f"> log_std_min ({low})", self.log_std_max)
-        check_field(self.actor_update_period >= 1, "actor_update_period", ">= 1", self.actor_update_period)
-        check_field(self.updates_per_step >= 1, "updates_per_step", ">= 1", self.updates_per_step)
-        check_field(self.alpha_init > 0, "alpha_init", "> 0", self.alpha_init)
-        check_field(self.max_grad_norm >= 0, "max_grad_norm", ">= 0 (0 disables clipping)", self.max_grad_norm)
-        check_field(len(self.adam_betas) == 2, "adam_betas", "two numbers", self.adam_betas)
-
-
-def steps_before_updates(warmup_steps: int, n_step: int) -> int:
-    """Env steps in replay before the trainer's first update: the warm-up, and at least one full
-    n-step window with its successor observation."""
-    return max(warmup_steps, n_step + 1)
-
-
-def run_updates(cfg: OffPolicyConfig, iterations: int) -> int:
-    """Gradient updates of a run of ``iterations`` (from :func:`steps_before_updates` on), at least 1."""
-    first = steps_before_updates(cfg.warmup_steps, cfg.n_step)
-    return max(1, (iterations - first + 1) * cfg.updates_per_step)
 
 
 # ================================================================================================
@@ -184,7 +93,7 @@ class OffPolicyAgent:
         if cfg.learning_rate_decay_steps < 1:
             raise ValueError(
                 "learning_rate_decay_steps must be >= 1 when an agent is built; 0 (decay over the whole run) is "
-                "resolved by unilab-train: set it with rl.off_policy.run_updates(cfg, iterations)"
+                "resolved by unilab-train: set it with rl.off_policy_config.run_updates(cfg, iterations)"
             )
         self.schedule = CosineSchedule(
             cfg.learning_rate, cfg.learning_rate_end, cfg.learning_rate_decay_steps, device=self.device
@@ -428,32 +337,3 @@ class OffPolicyAgent:
         self.num_updates = int(state["num_updates"])
         for held, saved in zip((self._last_actor_loss, self._last_entropy), state["last_actor_metrics"], strict=True):
             held.copy_(saved)
-
-
-# ================================================================================================
-# Learned SAC temperature ``alpha`` with a target entropy.
-#
-# Haarnoja et al., "Soft Actor-Critic Algorithms and Applications" (arXiv:1812.05905, 2018),
-# section 5: alpha is tuned by minimising ``E[alpha * (H(pi) - H_target)]`` -- it grows when the
-# policy's entropy falls below the target and shrinks above it. ``log_alpha`` is the parameter,
-# which keeps alpha positive and makes the step size independent of alpha's magnitude. The
-# target is ``-ratio * act_dim`` (``ratio = 1`` is the paper's heuristic).
-
-
-class Temperature(nn.Module):
-    """Entropy coefficient ``alpha = exp(log_alpha)``."""
-
-    def __init__(self, init: float, target_entropy: float) -> None:
-        super().__init__()
-        if init <= 0:
-            raise ValueError(f"initial temperature must be positive, got {init}")
-        self.target_entropy = target_entropy
-        self.log_alpha = nn.Parameter(torch.tensor(math.log(init)))
-
-    def alpha(self) -> torch.Tensor:
-        """Current ``alpha``, 0-d, detached (it is a constant for actor and critic losses)."""
-        return self.log_alpha.detach().exp()
-
-    def loss(self, entropy: torch.Tensor) -> torch.Tensor:
-        """Temperature loss for the batch policy entropy estimate ``entropy`` (0-d, no grad)."""
-        return self.log_alpha * (entropy.detach() - self.target_entropy)

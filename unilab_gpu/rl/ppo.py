@@ -30,6 +30,7 @@ import torch
 from rsl_rl.algorithms import PPO
 from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
+from torch import nn
 
 from unilab_gpu.adapters.rsl_rl_env import RslRlVecEnv
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
@@ -131,13 +132,14 @@ def runner_config(cfg: PpoConfig, groups: Mapping[str, int]) -> dict[str, Any]:
 
 
 class PpoAgent:
-    """The trained actor-critic: ``act`` (for rollouts), ``state_dict``, ``get_policy`` (export)."""
+    """The trained actor-critic: ``act`` (for rollouts), ``state_dict``, ``deterministic_policy`` (export)."""
 
     def __init__(self, alg: LoggedPPO) -> None:
         self.alg = alg
 
-    def get_policy(self):
-        return self.alg.get_policy()
+    def deterministic_policy(self) -> nn.Module:
+        """RSL-RL's normaliser, MLP and deterministic output on a tensor, as a new module."""
+        return self.alg.get_policy().as_jit()
 
     @torch.no_grad()
     def act(self, policy_obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:

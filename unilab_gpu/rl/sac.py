@@ -20,26 +20,30 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from unilab_gpu.rl.config import check_field
-from unilab_gpu.rl.off_policy import OffPolicyAgent, OffPolicyConfig
+from unilab_gpu.rl.config import check_field, preset_values
+from unilab_gpu.rl.off_policy import OffPolicyAgent
+from unilab_gpu.rl.off_policy_config import OffPolicyConfig
 from unilab_gpu.rl.running_moments import merge_moments_
 from unilab_gpu.rl.squashed_gaussian import SquashedGaussian
+
+_SAC = preset_values("sac")
 
 
 @dataclass
 class SacConfig(OffPolicyConfig):
-    """FastSAC-style SAC: LayerNorm MLPs, C51 critics, observation normalisation."""
+    """FastSAC-style SAC: LayerNorm MLPs, C51 critics, observation normalisation. Defaults:
+    ``configs/algo/sac.yaml``'s values (:class:`OffPolicyConfig`)."""
 
-    name: str = "sac"
-    critic_target: str = "per_member"
+    name: str = _SAC["name"]
+    critic_target: str = _SAC["critic_target"]
     """``"per_member"``: each twin critic learns from its own target member (holosoma's FastSAC);
     ``"min"``: both from the member with the lower mean (clipped double-Q, as FlashSAC)."""
-    actor_q: str = "mean"
+    actor_q: str = _SAC["actor_q"]
     """How the actor loss combines the twin Q values: ``"mean"`` (holosoma) or ``"min"``."""
-    actor_hidden_dims: tuple[int, ...] = (512, 256, 128)
-    critic_hidden_dims: tuple[int, ...] = (768, 384, 192)
-    normalize_obs: bool = True
-    obs_norm_clip: float = 10.0
+    actor_hidden_dims: tuple[int, ...] = tuple(_SAC["actor_hidden_dims"])
+    critic_hidden_dims: tuple[int, ...] = tuple(_SAC["critic_hidden_dims"])
+    normalize_obs: bool = _SAC["normalize_obs"]
+    obs_norm_clip: float = _SAC["obs_norm_clip"]
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -124,6 +128,23 @@ class SacAgent(OffPolicyAgent):
         """Actions ``(num_envs, act_dim)`` in ``[-1, 1]`` for ``policy_obs`` ``(num_envs, dim)``."""
         self._check_policy_obs(policy_obs)
         return self._policy(policy_obs, deterministic)
+
+    def deterministic_policy(self) -> nn.Module:
+        """A copy of the deterministic policy (normaliser and actor's mode) as one module."""
+        return SacPolicy(self)
+
+
+class SacPolicy(nn.Module):
+    """``agent.act(obs, deterministic=True)`` as a self-contained module: ``(batch, obs_dim)``
+    raw ``policy`` observations -> ``(batch, act_dim)`` actions in ``[-1, 1]``."""
+
+    def __init__(self, agent: SacAgent) -> None:
+        super().__init__()
+        self.norm = copy.deepcopy(agent.policy_norm)
+        self.actor = copy.deepcopy(agent.actor)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.actor.mode(self.norm(obs))
 
 
 # ================================================================================================

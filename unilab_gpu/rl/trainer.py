@@ -35,13 +35,14 @@ from typing import Any, Protocol
 import torch
 
 from unilab_gpu.envs.constant_observations import ConstantObservations
+from unilab_gpu.envs.env_step import no_phase_mark
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
-from unilab_gpu.envs.step_phases import no_phase_mark
 from unilab_gpu.profiling.phase_clock import make_phase_clock
 from unilab_gpu.rl.checkpoint import NonFiniteStateError, describe_entries, non_finite_entries
 from unilab_gpu.rl.distributed import DataParallel, FleetError
 from unilab_gpu.rl.logger import TrainLogger
-from unilab_gpu.rl.off_policy import OffPolicyAgent, steps_before_updates
+from unilab_gpu.rl.off_policy import OffPolicyAgent
+from unilab_gpu.rl.off_policy_config import steps_before_updates
 from unilab_gpu.rl.replay import ReplayBuffer
 from unilab_gpu.rl.symmetry import MirrorAugmentation
 from unilab_gpu.rl.update_step import UpdateStep

@@ -57,6 +57,17 @@ def compose_train_config(overrides: Sequence[str] = ()) -> DictConfig:
     return _with_preset_task_overrides(cfg)
 
 
+def algo_preset(name: str) -> dict[str, Any]:
+    """The preset ``configs/algo/<name>.yaml`` as the train config resolves it (its Hydra defaults
+    list merged: ``base/off_policy``, then ``sac`` or ``flashsac``, then its own keys), with its
+    ``task_overrides``; a plain dict for ``rl.agents.algo_config``."""
+    with initialize_config_dir(config_dir=str(CONFIGS_DIR), version_base=None):
+        algo = compose(config_name="train", overrides=[f"algo={name}"]).algo
+    values = OmegaConf.to_container(algo, resolve=True)
+    assert isinstance(values, dict)
+    return {str(key): value for key, value in values.items()}
+
+
 def _compose(overrides: Sequence[str]) -> DictConfig:
     with initialize_config_dir(config_dir=str(CONFIGS_DIR), version_base=None):
         return compose(config_name="train", overrides=list(overrides))

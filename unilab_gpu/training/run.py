@@ -36,7 +36,7 @@ from unilab_gpu.rl.checkpoint import (
 )
 from unilab_gpu.rl.distributed import DataParallel
 from unilab_gpu.rl.logger import Progress, TrainLogger, WandbRun
-from unilab_gpu.rl.off_policy import run_updates
+from unilab_gpu.rl.off_policy_config import run_updates
 from unilab_gpu.rl.trainer import OffPolicyTrainer, Trainer, TrainerSettings
 from unilab_gpu.sim.simulator import scene_xml
 from unilab_gpu.training.config import ConfigError
