@@ -65,6 +65,7 @@ def test_resume_continues_the_step_counter(tmp_path, capsys):
         (["algo=td3"], "td3"),  # no such algorithm (ppo exists since RSL-RL support)
         (["task=no_such_task"], "no_such_task"),
         (["algo.batch_size=0"], "batch_size"),
+        (["algo.adam_betas=[0.9]"], "'algo.adam_betas' must be two numbers [beta1, beta2], got [0.9]"),
     ],
 )
 def test_bad_config_exits_with_a_message_naming_it(tmp_path, capsys, args, message):

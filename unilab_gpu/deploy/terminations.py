@@ -61,7 +61,7 @@ def anchor_height_error_above(ctx: TermContext, term: str, threshold: float, com
     column, body = _anchor(ctx, term, command_name)
 
     def check(data: mujoco.MjData, frame: int) -> bool:
-        return bool(abs(ctx.reference.body_pos_w[frame, column, 2] - data.xpos[body, 2]) > threshold)
+        return bool(abs(ctx.need_reference(term).body_pos_w[frame, column, 2] - data.xpos[body, 2]) > threshold)
 
     return FallCheck(check, f"anchor height off the reference's by > {threshold} m")
 
@@ -73,7 +73,7 @@ def anchor_orientation_error_above(
 
     def check(data: mujoco.MjData, frame: int) -> bool:
         # -g_z seen from a frame is its rotation matrix's [2, 2]; a heading change leaves it alone.
-        reference = rotmat(ctx.reference.body_quat_w[frame, column])[2, 2]
+        reference = rotmat(ctx.need_reference(term).body_quat_w[frame, column])[2, 2]
         return bool(abs(reference - data.xmat[body][8]) > threshold)
 
     return FallCheck(check, f"gravity z seen from the anchors off by > {threshold}")

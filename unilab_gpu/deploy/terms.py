@@ -66,12 +66,11 @@ class TermContext:
     reference: ReferenceMotion | None = None
     frame: int = 0
     """The reference frame the policy observes now."""
-    ground: Ground | None = None
-    """The ground under the robot (the model's floor heightfield); built from ``model`` when not given."""
+    ground: Ground = field(init=False)
+    """The ground under the robot (the model's floor heightfield), built from ``model``."""
 
     def __post_init__(self) -> None:
-        if self.ground is None:
-            self.ground = Ground(self.model)
+        self.ground = Ground(self.model)
 
     def command(self, name: str, func: str, term: str) -> dict[str, Any]:
         """The parameters of command ``name``, which must be of the kind of ``func`` (a class path
@@ -117,7 +116,7 @@ def last_action(ctx: TermContext, term: str) -> Reader:
 
 
 def sensor(ctx: TermContext, term: str, sensor_names: list[str]) -> Reader:
-    columns = []
+    columns: list[int] = []
     for name in [sensor_names] if isinstance(sensor_names, str) else sensor_names:
         sensor_id = mujoco.mj_name2id(ctx.model, mujoco.mjtObj.mjOBJ_SENSOR, name)
         if sensor_id < 0:

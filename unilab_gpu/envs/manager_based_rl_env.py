@@ -65,6 +65,15 @@ class ManagerBasedRlEnv:
     seeding alone.
     """
 
+    # The managers, built by ``_build_managers`` in this order (declared here for type checkers:
+    # the step, ``EnvStep``, reads them through the env).
+    command_manager: CommandManager
+    action_manager: ActionManager
+    termination_manager: TerminationManager
+    reward_manager: RewardManager
+    event_manager: EventManager
+    observation_manager: ObservationManager
+
     def __init__(
         self,
         cfg: EnvCfg,
@@ -165,11 +174,11 @@ class ManagerBasedRlEnv:
         padded with ``num_envs``, ``qpos``, ``qvel``, ``episode_failed``): filled by the env, the
         command terms and the reset events, in that order (``EnvStep.stage_resets``)."""
 
-        grid = self.terrain_grid
+        grid, terrain_cfg = self.terrain_grid, cfg.terrain  # a grid exactly when the task has a terrain
         self.terrain = (
             None
-            if grid is None
-            else Terrain(grid, self.num_envs, self.device, max_initial_level=cfg.terrain.max_initial_level)
+            if grid is None or terrain_cfg is None
+            else Terrain(grid, self.num_envs, self.device, max_initial_level=terrain_cfg.max_initial_level)
         )
         """The terrain on the device (heights, origins, each row's level), or None on flat ground."""
 
@@ -192,7 +201,7 @@ class ManagerBasedRlEnv:
         self.reward_manager = RewardManager(cfg.rewards, self)
         self.event_manager = EventManager(cfg.events, self)
         self.observation_manager = ObservationManager(cfg.observations, self)
-        if self.terrain is not None:
+        if self.terrain is not None and cfg.terrain is not None:
             bind_terrain(self, cfg.terrain)
         self.stats.set_terms(self.reward_manager.term_names, self.termination_manager.term_names)
 

@@ -193,7 +193,7 @@ Rule = Callable[[RobotSymmetry, "Term", int, str], tuple[np.ndarray, np.ndarray]
 """``rule(symmetry, term, dim, where) -> (index, sign)`` over the term's own ``dim`` columns."""
 
 
-def fixed(signs: Sequence[float]) -> Rule:
+def fixed(signs: Sequence[float] | np.ndarray) -> Rule:
     """Each column keeps its place, times its sign in ``signs`` (the term is ``len(signs)`` wide)."""
     signs = tuple(float(sign) for sign in signs)
 

@@ -62,16 +62,21 @@ class Commands(Protocol):
 class RewardTerm(Protocol):
     """A reward term as a curriculum sees it: its name and config (``cfg.weight``)."""
 
-    name: str
-    cfg: RewardTermCfg
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def cfg(self) -> RewardTermCfg: ...
 
 
 class Rewards(Protocol):
     """The part of the reward manager that terms use: its terms and their weights, which a curriculum
     may rescale in place."""
 
-    terms: Sequence[RewardTerm]
     weights: torch.Tensor
+
+    @property
+    def terms(self) -> Sequence[RewardTerm]: ...
 
 
 class Ground(Protocol):
@@ -133,11 +138,31 @@ class EnvView(Protocol):
     episode_length: torch.Tensor
     sim: Simulator
     robot: Robot
-    action_manager: ActionHistory
-    command_manager: Commands
-    reward_manager: Rewards
     reset_staging: ResetStaging
-    stats: StatsRegistry
     state_valid: torch.Tensor
-    terrain: Ground | None
-    step_frozen: bool
+
+    # The parts the env holds as richer objects (its managers, its terrain) are read-only here, so
+    # that a type checker accepts the env's own classes for the narrower Protocols above.
+    @property
+    def action_manager(self) -> ActionHistory: ...
+
+    @property
+    def command_manager(self) -> Commands: ...
+
+    @property
+    def reward_manager(self) -> Rewards: ...
+
+    @property
+    def stats(self) -> StatsRegistry: ...
+
+    @property
+    def terrain(self) -> Ground | None: ...
+
+    @property
+    def step_frozen(self) -> bool: ...
+
+
+def env_view_members() -> list[str]:
+    """The names :class:`EnvView` declares (attributes and read-only properties)."""
+    properties = [name for name, value in vars(EnvView).items() if isinstance(value, property)]
+    return [*EnvView.__annotations__, *properties]

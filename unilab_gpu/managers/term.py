@@ -106,7 +106,7 @@ class Term(Generic[C]):
         self.cfg = cfg
         target = resolve_callable(cfg.func, f"{where}.func")
         params = resolve_params(dict(cfg.params), env, f"{where}.params")
-        self.instance: Any | None = None
+        self.instance: Any = None
         """The object of a class term (its state, ``reset``, a command's ``update``); None for a
         function term, which keeps no state."""
         if isinstance(target, type):  # inspect.isclass, which type checkers read as type[object]

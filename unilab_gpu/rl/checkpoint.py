@@ -103,8 +103,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: torch.device | str = 
             f"checkpoint {file} is corrupt or not a checkpoint: {type(error).__name__}: {reason}"
         ) from None
     if not isinstance(payload, dict) or payload.get("format_version") != FORMAT_VERSION:
-        found = payload.get("format_version") if isinstance(payload, dict) else type(payload).__name__
-        raise CheckpointError(f"checkpoint {file}: expected format_version {FORMAT_VERSION}, found {found!r}")
+        version = payload.get("format_version") if isinstance(payload, dict) else type(payload).__name__
+        raise CheckpointError(f"checkpoint {file}: expected format_version {FORMAT_VERSION}, found {version!r}")
     return payload
 
 

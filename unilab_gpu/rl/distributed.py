@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import atexit
 import datetime
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -45,6 +46,8 @@ from typing import Any, NoReturn
 import torch
 import torch.distributed as dist
 from torch import nn
+
+from unilab_gpu.rl.reward_scaler import RewardScaler
 
 DEFAULT_TIMEOUT_S = 600.0
 """Seconds a collective waits for a peer that neither answers nor closes its connection (a
@@ -164,8 +167,8 @@ class DataParallel:
     def __init__(self, rank: int, world_size: int, device: torch.device) -> None:
         self.rank, self.world_size, self.device = rank, world_size, torch.device(device)
         self._buckets: dict[str, _Bucket] = {}
-        self._scaler: nn.Module | None = None
-        self._scaler_snapshot: torch.Tensor | None = None
+        self._scaler: RewardScaler | None = None
+        self._scaler_snapshot = torch.zeros(4, dtype=torch.float64)  # the scaler's moments at the last merge
         self.peer_failed = False
         """A collective failed (:class:`PeerFailure`): the process group is no longer usable."""
         self.collectives_done = False
@@ -289,7 +292,7 @@ class DataParallel:
             by_dtype.setdefault(t.dtype, []).append(t)
         for group in by_dtype.values():
             flat = torch.cat([t.detach().reshape(-1) for t in group])
-            self._collective(what, lambda flat=flat: dist.broadcast(flat, src=0))
+            self._collective(what, functools.partial(dist.broadcast, flat, src=0))
             values = flat.split([t.numel() for t in group])
             torch._foreach_copy_(
                 [t.detach() for t in group], [v.view_as(t) for v, t in zip(values, group, strict=True)]
@@ -323,7 +326,7 @@ class DataParallel:
                 getattr(agent, name).all_reduce = lambda flat: self.all_reduce_sum_(flat, "observation statistics")
         self._scaler = getattr(agent, "reward_scaler", None)
         if self._scaler is not None:
-            self._scaler_snapshot = self._scaler_moments().clone()
+            self._scaler_snapshot = self._scaler_moments(self._scaler).clone()
         agent.data_parallel = self
 
     def average_gradients(self, optimizer: str) -> None:
@@ -339,13 +342,14 @@ class DataParallel:
         """Merge the reward scaler's moments of every rank (FlashSAC); called by the agent at the
         start of each update, so the reward scale is the fleet's before any rank uses it."""
         if self._scaler is not None:
-            self._merge_scaler_()
+            self._merge_scaler_(self._scaler)
 
-    def _scaler_moments(self) -> torch.Tensor:
-        s = self._scaler
-        return torch.stack([s.count, s.mean, s.var, s.abs_max.to(torch.float64)])  # type: ignore[union-attr]
+    @staticmethod
+    def _scaler_moments(s: RewardScaler) -> torch.Tensor:
+        """``(4,)`` float64: the scaler's count, mean, variance and largest |return|."""
+        return torch.stack([s.count, s.mean, s.var, s.abs_max.to(torch.float64)])
 
-    def _merge_scaler_(self) -> None:
+    def _merge_scaler_(self, s: RewardScaler) -> None:
         """Fold every rank's new running-return moments into the fleet's, in place.
 
         Since the last merge each rank has folded its own env steps into the fleet moments
@@ -356,10 +360,9 @@ class DataParallel:
         ``(sum Q_r - (W - 1) n_S v_S) / N - (sum A_r / N)^2``. float64 keeps the subtraction exact
         enough at counts of 1e9 and more; ``abs_max`` is the ranks' maximum.
         """
-        s = self._scaler
         snap = self._scaler_snapshot
-        n_s, mu_s, v_s = snap[0], snap[1], snap[2]  # type: ignore[index]
-        local = self._scaler_moments()
+        n_s, mu_s, v_s = snap[0], snap[1], snap[2]
+        local = self._scaler_moments(s)
         n, mu, v = local[0], local[1], local[2]
         shift = mu - mu_s
         row = torch.stack([n, n * shift, n * (v + shift.square()), local[3]])
@@ -369,11 +372,11 @@ class DataParallel:
         offset = rows[:, 1].sum() / total.clamp_min(1.0)
         var = (rows[:, 2].sum() - others * n_s * v_s) / total.clamp_min(1.0) - offset.square()
         seen = total > 0
-        s.count.copy_(total)  # type: ignore[union-attr]
-        s.mean.copy_(torch.where(seen, mu_s + offset, s.mean))  # type: ignore[union-attr]
-        s.var.copy_(torch.where(seen, var.clamp_min(0.0), s.var))  # type: ignore[union-attr]
-        s.abs_max.copy_(rows[:, 3].max().to(s.abs_max.dtype))  # type: ignore[union-attr]
-        self._scaler_snapshot = self._scaler_moments().clone()
+        s.count.copy_(total)
+        s.mean.copy_(torch.where(seen, mu_s + offset, s.mean))
+        s.var.copy_(torch.where(seen, var.clamp_min(0.0), s.var))
+        s.abs_max.copy_(rows[:, 3].max().to(s.abs_max.dtype))
+        self._scaler_snapshot = self._scaler_moments(s).clone()
 
     # -- logging points ------------------------------------------------------------------------
     def merge_learning_state_(self, env: Any) -> None:

@@ -39,6 +39,10 @@ class HeldNoise(nn.Module):
         generator: torch generator on ``device`` for reproducible draws (optional).
     """
 
+    cdf: torch.Tensor  # (max_length,) cumulative hold-length probabilities
+    noise: torch.Tensor  # (num_envs, act_dim) the noise held now
+    remaining: torch.Tensor  # (num_envs,) int64 steps left in each row's hold
+
     def __init__(
         self,
         num_envs: int,

@@ -103,6 +103,9 @@ class FlashSacAgent(OffPolicyAgent):
     """
 
     cfg: FlashSacConfig
+    actor: FlashActor
+    critic: TwinFlashCritic
+    target_critic: TwinFlashCritic
 
     def __init__(
         self,

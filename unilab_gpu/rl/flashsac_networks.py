@@ -56,6 +56,9 @@ def _orthogonal_linear(in_dim: int, out_dim: int, bias: bool = False) -> nn.Line
 class BatchNorm(nn.Module):
     """Per-feature batch normalisation over ``(batch, dim)`` with an explicit mode flag."""
 
+    running_mean: torch.Tensor  # (dim,)
+    running_var: torch.Tensor  # (dim,)
+
     def __init__(self, dim: int, momentum: float = 0.01, eps: float = 1e-5) -> None:
         super().__init__()
         self.momentum = momentum

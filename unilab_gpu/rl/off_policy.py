@@ -26,6 +26,7 @@ statistics).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -155,6 +156,11 @@ class OffPolicyAgent:
         """Actions ``(num_envs, act_dim)`` in ``[-1, 1]`` (compiled as ``self._policy``)."""
         raise NotImplementedError
 
+    def act(self, policy_obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        """Actions ``(num_envs, act_dim)`` in ``[-1, 1]`` for ``policy_obs`` ``(num_envs, dim)``: what
+        the trainer steps the env with (exploring unless ``deterministic``)."""
+        raise NotImplementedError
+
     def _after_actor_step(self) -> None:
         """Hook run after each actor optimizer step."""
 
@@ -239,7 +245,7 @@ class OffPolicyAgent:
             if tuple(batch[key].shape) != shape:
                 raise ValueError(f"update batch '{key}' must have shape {shape}, got {tuple(batch[key].shape)}")
 
-    def _optimize(self, name: str, loss: torch.Tensor, params: list[nn.Parameter]) -> None:
+    def _optimize(self, name: str, loss: torch.Tensor, params: Sequence[torch.Tensor]) -> None:
         self.optimizers[name].zero_grad(set_to_none=False)
         loss.backward()
         if self.data_parallel is not None:  # before clipping: every rank clips the same mean gradient

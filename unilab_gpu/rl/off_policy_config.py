@@ -62,7 +62,9 @@ class OffPolicyConfig:
     CPU the same update runs directly (compiled where ``compile`` is set)."""
 
     def __post_init__(self) -> None:
-        self.adam_betas = tuple(self.adam_betas)  # YAML gives a list
+        betas = tuple(self.adam_betas)  # YAML gives a list
+        check_field(len(betas) == 2, "adam_betas", "two numbers [beta1, beta2]", self.adam_betas)
+        self.adam_betas = (betas[0], betas[1])
         check_field(self.batch_size >= 1, "batch_size", ">= 1", self.batch_size)
         check_field(self.n_step >= 1, "n_step", ">= 1", self.n_step)
         check_field(

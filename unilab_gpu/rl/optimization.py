@@ -21,7 +21,7 @@ the flag otherwise, so CPU and eager CUDA steps are unchanged.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch import nn
@@ -33,6 +33,9 @@ class CosineSchedule(nn.Module):
     ``lr`` and ``num_steps`` are buffers (so they are saved in ``state_dict``); pass ``lr`` to
     optimizers that accept a tensor learning rate (``capturable=True`` or ``fused=True``).
     """
+
+    lr: torch.Tensor  # () float32
+    num_steps: torch.Tensor  # () int64
 
     def __init__(self, start: float, end: float, total_steps: int, device: torch.device | str | None = None) -> None:
         super().__init__()
@@ -55,21 +58,21 @@ class CosineSchedule(nn.Module):
 
 
 def make_adamw(
-    params: Iterable[nn.Parameter], lr: torch.Tensor, betas: tuple[float, float], weight_decay: float
+    params: Iterable[torch.Tensor], lr: torch.Tensor, betas: tuple[float, float], weight_decay: float
 ) -> torch.optim.AdamW:
     """AdamW over ``params`` reading its learning rate from the tensor ``lr``; its steps can be
     captured in a CUDA graph (``capturable=True``: step counters stay on the device)."""
     return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, fused=True, capturable=True)
 
 
-def clip_gradients_(params: list[nn.Parameter], max_norm: float) -> None:
+def clip_gradients_(params: Iterable[torch.Tensor], max_norm: float) -> None:
     """Clip the global gradient norm to ``max_norm``; ``0`` disables. Never syncs with the host."""
     if max_norm > 0:
         torch.nn.utils.clip_grad_norm_(params, max_norm, error_if_nonfinite=False)
 
 
 @torch.no_grad()
-def polyak_update_(target: list[torch.Tensor], online: list[torch.Tensor], tau: float) -> None:
+def polyak_update_(target: Sequence[torch.Tensor], online: Sequence[torch.Tensor], tau: float) -> None:
     """``target <- (1 - tau) * target + tau * online`` for each pair (target networks, Lillicrap
     et al., "Continuous control with deep reinforcement learning", ICLR 2016)."""
-    torch._foreach_lerp_(target, online, tau)
+    torch._foreach_lerp_(list(target), list(online), tau)

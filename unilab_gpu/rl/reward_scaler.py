@@ -40,6 +40,13 @@ class RewardScaler(nn.Module):
         eps: added to the variance before the square root.
     """
 
+    running_return: torch.Tensor  # (num_envs,) discounted return of each env's episode so far
+    mean: torch.Tensor  # () float64 moments of every running return seen
+    var: torch.Tensor
+    count: torch.Tensor
+    abs_max: torch.Tensor  # () largest |running return| seen
+    _pending_reset: torch.Tensor  # (num_envs,) 1 where the last step ended the episode
+
     def __init__(
         self,
         num_envs: int,

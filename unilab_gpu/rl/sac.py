@@ -71,6 +71,9 @@ class SacAgent(OffPolicyAgent):
     """
 
     cfg: SacConfig
+    actor: SquashedGaussianActor
+    critic: TwinCategoricalCritic
+    target_critic: TwinCategoricalCritic
 
     def _build_networks(self) -> None:
         cfg, dev = self.cfg, self.device
@@ -190,8 +193,10 @@ class SquashedGaussianActor(SquashedGaussian):
         super().__init__(log_std_min, log_std_max)
         self.act_dim = act_dim
         self.net = layer_norm_mlp(obs_dim, hidden_dims, 2 * act_dim)
-        nn.init.zeros_(self.net[-1].weight)
-        nn.init.zeros_(self.net[-1].bias)
+        head = self.net[-1]
+        assert isinstance(head, nn.Linear)
+        nn.init.zeros_(head.weight)
+        nn.init.zeros_(head.bias)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(batch, obs_dim)`` -> pre-tanh ``mean`` and ``log_std``, each ``(batch, act_dim)``."""
@@ -238,6 +243,10 @@ class ObsNormalizer(nn.Module):
         clip: normalised values are clipped to ``[-clip, clip]`` (``None`` disables).
         enabled: ``False`` makes the module the identity (no statistics kept up to date).
     """
+
+    mean: torch.Tensor  # (dim,) running statistics
+    var: torch.Tensor  # (dim,)
+    count: torch.Tensor  # () samples merged so far
 
     def __init__(
         self,

@@ -37,6 +37,8 @@ def value_bound(nstep_reward: torch.Tensor, gamma: float, n_step: int, margin: f
 class ValueSupport(nn.Module):
     """Atom values ``(num_atoms,)`` as a buffer, so that a sized support is checkpointed."""
 
+    atoms: torch.Tensor
+
     def __init__(self, atoms: torch.Tensor) -> None:
         super().__init__()
         self.register_buffer("atoms", atoms)
