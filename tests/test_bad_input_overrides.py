@@ -9,10 +9,12 @@ import shlex
 from pathlib import Path
 
 import pytest
+from omegaconf import open_dict
 from test_cli_train import TINY
 
 from unilab_gpu.cli.train import main
 from unilab_gpu.envs.make_env import load_task_cfg
+from unilab_gpu.rl.agents import algo_config
 from unilab_gpu.training.config import ConfigError, compose_train_config
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -98,12 +100,17 @@ def test_motion_set_command_of_the_tracking_docs_reaches_the_motion_command():
     assert list(params["motion_weights"]) == [1, 2]
 
 
-def test_algo_keys_are_left_to_the_algo_config_which_refuses_unknown_ones():
-    cfg = compose_train_config(["algo=sac", "+algo.batch_sise=8"])  # composing accepts it ...
-    assert cfg.algo.batch_sise == 8
-    with pytest.raises(ValueError, match=r"unknown keys \['batch_sise'\]"):  # ... the agent's config does not
-        from unilab_gpu.rl.agents import algo_config
-
+@pytest.mark.parametrize("override", ["algo.batch_sise=8", "+algo.batch_sise=8"])
+def test_an_algo_key_typo_is_refused_by_name_with_or_without_plus(override):
+    """Composing names the close key (not Hydra's "use +key" hint); the agent's config refuses an
+    unknown key that reaches it another way (a hand-edited config.yaml)."""
+    expected = "names 'algo.batch_sise', which the sac algorithm has no key for (did you mean 'algo.batch_size'?"
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        compose_train_config(["algo=sac", override])
+    cfg = compose_train_config(["algo=sac"])
+    with open_dict(cfg):
+        cfg.algo.batch_sise = 8
+    with pytest.raises(ValueError, match=r"unknown keys \['batch_sise'\]"):
         algo_config(cfg.algo)
     with pytest.raises(ConfigError, match="tota_env_steps"):
         compose_train_config(["+tota_env_steps=5"])

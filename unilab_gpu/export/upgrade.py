@@ -125,7 +125,7 @@ def _check_same_env(meta: dict[str, Any], rebuilt: dict[str, Any], source: Path)
         key for key in meta if key in rebuilt and key not in COMPARED_ELSEWHERE and not _same(meta[key], rebuilt[key])
     ]
     differ += [
-        key for key, lack in OPTIONAL_KEYS.items() if key != "physics" and key not in meta and rebuilt[key] != lack
+        key for key, (_, lack) in OPTIONAL_KEYS.items() if key != "physics" and key not in meta and rebuilt[key] != lack
     ]
     if differ:
         raise DeploymentError(
