@@ -87,7 +87,7 @@ def test_rewards_are_scaled_and_lr_follows_cosine():
     scale = agent.reward_scaler.scale()
     assert scale.item() < 0.5  # returns of size ~10-50 must be shrunk towards [-5, 5]
     batch = synthetic_batch(16, 5, 7, 2)
-    torch.testing.assert_close(agent._prepare(batch)["reward"], batch["reward"] * scale)
+    torch.testing.assert_close(agent._scaled_rewards(batch)["reward"], batch["reward"] * scale)
     for _ in range(3):
         agent.update(batch)
     expected = 1.5e-4 + 0.5 * 1.5e-4 * (1 + math.cos(math.pi * 3 / 8))

@@ -5,11 +5,13 @@ acting, replay writes, sampling and updates never read a tensor back to the host
 loop can stay free of host syncs except for periodic logging.
 
 Map (each algorithm reads top to bottom in its own file, over the shared update and its pieces):
-    off_policy        OffPolicyConfig and OffPolicyAgent: the distributional soft actor-critic
-                      update SAC and FlashSAC share, and its learned temperature
-    sac               SacConfig, FastSAC-style networks, observation normaliser, SacAgent
-    flashsac          FlashSacConfig, FlashSAC networks and norm constraints, reward scaler, held
-                      noise, FlashSacAgent
+    off_policy        what the SAC and FlashSAC updates compose: soft bootstrap target, C51 critic
+                      loss, twin Q, the optimizers' step, OffPolicyAgent (shared state, update(),
+                      checkpointed state)
+    sac               SacConfig, FastSAC-style networks, observation normaliser, SacAgent and its
+                      whole update
+    flashsac          FlashSacConfig, FlashSacAgent and its whole update (norm projections after
+                      each step), over its networks, reward scaler and held noise
     distributional    C51: categorical support, projection, cross-entropy, expected value
     value_range       the critics' support as a checkpointed buffer, sized from the rewards
                       (algo.value_range: reward_scale)

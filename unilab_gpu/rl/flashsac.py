@@ -1,8 +1,9 @@
 """FlashSAC: soft actor-critic with norm-bounded residual networks.
 
 Kim, Lee et al., "FlashSAC: Fast and Stable Off-Policy Reinforcement Learning for
-High-Dimensional Robot Control" (arXiv:2604.04539, 2026). On top of the distributional SAC
-update (:mod:`unilab_gpu.rl.off_policy`) it uses
+High-Dimensional Robot Control" (arXiv:2604.04539, 2026). Its update
+(:meth:`FlashSacAgent.update_body`, top to bottom) is the distributional SAC update, made of the
+pieces in :mod:`unilab_gpu.rl.off_policy`, with
 
 - BatchNorm/inverted-residual/RMSNorm networks (:mod:`~unilab_gpu.rl.flashsac_networks`) whose
   norms are re-imposed after every optimizer step (SimbaV2, Lee et al. 2025): unit-norm linear
@@ -37,8 +38,9 @@ from torch.func import functional_call
 from unilab_gpu.rl.config import check_field, preset_values
 from unilab_gpu.rl.exploration import HeldNoise
 from unilab_gpu.rl.flashsac_networks import FlashActor, TwinFlashCritic
-from unilab_gpu.rl.off_policy import OffPolicyAgent
+from unilab_gpu.rl.off_policy import OffPolicyAgent, bootstrap_target, distributional_loss, twin_q
 from unilab_gpu.rl.off_policy_config import OffPolicyConfig
+from unilab_gpu.rl.optimization import polyak_update_
 from unilab_gpu.rl.reward_scaler import RewardScaler
 from unilab_gpu.rl.weight_norm import constrain_norms, normalization_affines, unit_norm_weights
 from unilab_gpu.utils.compiling import maybe_compile
@@ -118,43 +120,42 @@ class FlashSacAgent(OffPolicyAgent):
         compile_backend: str = "inductor",
         generator: torch.Generator | None = None,
     ) -> None:
+        dev = torch.device("cpu" if device is None else device)
         self.num_envs = num_envs
-        self._generator = generator
-        super().__init__(cfg, policy_obs_dim, critic_obs_dim, act_dim, device, compile_backend)
-        # (unit-norm weights, fixed-norm affine groups) of each network
-        self._actor_norms = (unit_norm_weights(self.actor), normalization_affines(self.actor))
-        self._critic_norms = (unit_norm_weights(self.critic), normalization_affines(self.critic))
-        self._target_norms = (unit_norm_weights(self.target_critic), normalization_affines(self.target_critic))
-        for norms in (self._actor_norms, self._critic_norms, self._target_norms):
-            constrain_norms(*norms)
-        self._project_actor = maybe_compile(self._project_actor_impl, cfg.compile, compile_backend)
-        self._project_critic = maybe_compile(self._project_critic_impl, cfg.compile, compile_backend)
-
-    def _build_networks(self) -> None:
-        cfg, dev = self.cfg, self.device
-        self.actor = FlashActor(
-            self.policy_obs_dim,
-            self.act_dim,
+        actor = FlashActor(
+            policy_obs_dim,
+            act_dim,
             cfg.actor_hidden_dim,
             cfg.actor_num_blocks,
             cfg.log_std_min,
             cfg.log_std_max,
             cfg.batch_norm_momentum,
         ).to(dev)
-        self.critic = TwinFlashCritic(
-            self.critic_obs_dim,
-            self.act_dim,
+        critic = TwinFlashCritic(
+            critic_obs_dim,
+            act_dim,
             cfg.critic_hidden_dim,
             cfg.critic_num_blocks,
             cfg.num_atoms,
             cfg.batch_norm_momentum,
         ).to(dev)
-        self.target_critic = copy.deepcopy(self.critic)
-        self.reward_scaler = RewardScaler(self.num_envs, cfg.gamma, cfg.reward_g_max, device=dev)
-        self.noise = HeldNoise(
-            self.num_envs, self.act_dim, cfg.noise_zeta_exponent, cfg.noise_max_length, dev, self._generator
-        )
-        self.stateful.update(reward_scaler=self.reward_scaler, noise=self.noise)
+        self.reward_scaler = RewardScaler(num_envs, cfg.gamma, cfg.reward_g_max, device=dev)
+        self.noise = HeldNoise(num_envs, act_dim, cfg.noise_zeta_exponent, cfg.noise_max_length, dev, generator)
+        per_env = {"reward_scaler": self.reward_scaler, "noise": self.noise}
+        super().__init__(cfg, policy_obs_dim, critic_obs_dim, act_dim, dev, actor, critic, per_env)
+        # (unit-norm weights, fixed-norm affine groups) of each network
+        self._actor_norms = (unit_norm_weights(self.actor), normalization_affines(self.actor))
+        self._critic_norms = (unit_norm_weights(self.critic), normalization_affines(self.critic))
+        self._target_norms = (unit_norm_weights(self.target_critic), normalization_affines(self.target_critic))
+        for norms in (self._actor_norms, self._critic_norms, self._target_norms):
+            constrain_norms(*norms)
+        on = cfg.compile
+        self._critic_loss = maybe_compile(self._critic_loss_impl, on, compile_backend)
+        self._actor_loss = maybe_compile(self._actor_loss_impl, on, compile_backend)
+        self._target_update = maybe_compile(self._target_update_impl, on, compile_backend)
+        self._policy = maybe_compile(self._policy_impl, on, compile_backend)
+        self._project_actor = maybe_compile(self._project_actor_impl, on, compile_backend)
+        self._project_critic = maybe_compile(self._project_critic_impl, on, compile_backend)
 
     def observe_step(self, reward: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor) -> None:
         """Feed one env step ``(num_envs,)`` to the reward scaler and end the held exploration
@@ -163,29 +164,59 @@ class FlashSacAgent(OffPolicyAgent):
         self.reward_scaler.update(reward, terminated, truncated)
         self.noise.reset(terminated | truncated)
 
-    def _prepare(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        out = dict(batch)
-        out["reward"] = batch["reward"] * self.reward_scaler.scale()
-        return out
+    # -- the update ----------------------------------------------------------------------------
+    def update_body(self, batch: dict[str, torch.Tensor], actor_step: bool) -> dict[str, torch.Tensor]:
+        """One FlashSAC update from a replay batch (keys :data:`~unilab_gpu.rl.off_policy.BATCH_KEYS`),
+        with an actor and a temperature step if ``actor_step``; see
+        :meth:`OffPolicyAgent.update_body <unilab_gpu.rl.off_policy.OffPolicyAgent.update_body>`."""
+        # Prepare: mirror images, rewards in the scaler's units (returns fit the fixed support).
+        batch = self._scaled_rewards(self._mirrored(batch))
+        # Critic: cross-entropy to the projected soft target, one step, back onto the norms.
+        critic_loss, q_mean = self._critic_loss(batch)
+        self.optimizers.step("critic", critic_loss, self.data_parallel)
+        self._project_critic()
+        # Actor and temperature, one in every actor_update_period updates.
+        if actor_step:
+            actor_loss, entropy = self._actor_loss(batch)
+            self.optimizers.step("actor", actor_loss, self.data_parallel)
+            self._project_actor()
+            self.optimizers.step("temperature", self.temperature.loss(entropy), self.data_parallel)
+            self._record_actor_step(actor_loss, entropy)
+        # Target critic: Polyak average, back onto the norms; then the learning-rate schedule.
+        self._target_update()
+        self.schedule.step()
+        return self._metrics(critic_loss, q_mean)
+
+    def _scaled_rewards(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``batch`` with its n-step rewards ``(B,)`` times the reward scaler's scale."""
+        return {**batch, "reward": batch["reward"] * self.reward_scaler.scale()}
 
     def _critic_loss_impl(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Critic loss and mean predicted Q (0-d each): the joint BatchNorm forward of ``(s, a)``
+        and ``(s', a')``, against the target critic's clipped double-Q soft target."""
         obs, action = batch["critic_obs"], batch["action"]
         next_obs = batch["next_critic_obs"]
         with torch.no_grad():
             next_action, next_log_prob = self.actor.sample(batch["next_policy_obs"], batch_stats=False)
             _, next_logits = self.target_critic.joint(obs, action, next_obs, next_action)
-            target = self._bootstrap_target(next_logits, batch["reward"], batch["discount"], next_log_prob)
+            alpha = self.temperature.alpha()
+            target = bootstrap_target(
+                next_logits, batch["reward"], batch["discount"], next_log_prob, alpha, self.support
+            )
         logits, _ = self.critic.joint(obs, action, next_obs, next_action)
-        return self._distributional_loss(logits, target)
+        return distributional_loss(logits, target, self.support)
 
     def _actor_loss_impl(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Actor loss ``E[alpha * log pi - min Q]`` and the policy entropy estimate ``-E[log pi]``
+        (0-d each): the actor's joint BatchNorm forward of ``s`` and ``s'``, the critic with
+        running statistics."""
         size = batch["policy_obs"].shape[0]
         both = torch.cat([batch["policy_obs"], batch["next_policy_obs"]])
         action, log_prob = self.actor.sample(both, batch_stats=True)
         action, log_prob = action[:size], log_prob[:size]
         frozen = {name: p.detach() for name, p in self.critic.named_parameters()}
         logits = functional_call(self.critic, frozen, (batch["critic_obs"], action), {"batch_stats": False})
-        loss = (self.temperature.alpha() * log_prob - self._twin_q(logits)).mean()
+        loss = (self.temperature.alpha() * log_prob - twin_q(logits, self.support)).mean()
         return loss, -log_prob.detach().mean()
 
     def _project_actor_impl(self) -> None:
@@ -194,16 +225,11 @@ class FlashSacAgent(OffPolicyAgent):
     def _project_critic_impl(self) -> None:
         constrain_norms(*self._critic_norms)
 
-    def _after_actor_step(self) -> None:
-        self._project_actor()
-
-    def _after_critic_step(self) -> None:
-        self._project_critic()
-
     def _target_update_impl(self) -> None:
-        super()._target_update_impl()
+        polyak_update_(self._target_params, self._critic_params, self.cfg.tau)
         constrain_norms(*self._target_norms)
 
+    # -- acting --------------------------------------------------------------------------------
     def _policy_impl(self, policy_obs: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
         mean, log_std = self.actor(policy_obs, batch_stats=False)
         return torch.tanh(mean if noise is None else mean + log_std.exp() * noise)

@@ -7,7 +7,8 @@ observation normalisation, AdamW and a fast Polyak target. The critics see the c
 observation group (which may be privileged); the actor sees the policy group.
 
 Observation statistics are updated from each training batch (the distribution the networks
-are trained on) and frozen in :meth:`SacAgent.act`.
+are trained on) and frozen in :meth:`SacAgent.act`. The whole update reads top to bottom in
+:meth:`SacAgent.update_body`, made of the pieces in :mod:`unilab_gpu.rl.off_policy`.
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ from torch import nn
 from torch.func import functional_call
 
 from unilab_gpu.rl.config import check_field, preset_values
-from unilab_gpu.rl.off_policy import OffPolicyAgent
+from unilab_gpu.rl.off_policy import OffPolicyAgent, bootstrap_target, distributional_loss, twin_q
 from unilab_gpu.rl.off_policy_config import OffPolicyConfig
+from unilab_gpu.rl.optimization import polyak_update_
 from unilab_gpu.rl.running_moments import merge_moments_
 from unilab_gpu.rl.squashed_gaussian import SquashedGaussian
+from unilab_gpu.rl.value_range import value_bound
+from unilab_gpu.utils.compiling import maybe_compile
 
 _SAC = preset_values("sac")
 
@@ -75,48 +79,98 @@ class SacAgent(OffPolicyAgent):
     critic: TwinCategoricalCritic
     target_critic: TwinCategoricalCritic
 
-    def _build_networks(self) -> None:
-        cfg, dev = self.cfg, self.device
-        self.actor = SquashedGaussianActor(
-            self.policy_obs_dim, self.act_dim, cfg.actor_hidden_dims, cfg.log_std_min, cfg.log_std_max
+    def __init__(
+        self,
+        cfg: SacConfig,
+        policy_obs_dim: int,
+        critic_obs_dim: int,
+        act_dim: int,
+        device: torch.device | str | None = None,
+        compile_backend: str = "inductor",
+    ) -> None:
+        dev = torch.device("cpu" if device is None else device)
+        actor = SquashedGaussianActor(
+            policy_obs_dim, act_dim, cfg.actor_hidden_dims, cfg.log_std_min, cfg.log_std_max
         ).to(dev)
-        self.critic = TwinCategoricalCritic(
-            self.critic_obs_dim, self.act_dim, cfg.critic_hidden_dims, cfg.num_atoms
-        ).to(dev)
-        self.target_critic = copy.deepcopy(self.critic)
+        critic = TwinCategoricalCritic(critic_obs_dim, act_dim, cfg.critic_hidden_dims, cfg.num_atoms).to(dev)
         clip = cfg.obs_norm_clip
-        self.policy_norm = ObsNormalizer(self.policy_obs_dim, clip=clip, enabled=cfg.normalize_obs, device=dev)
-        self.critic_norm = ObsNormalizer(self.critic_obs_dim, clip=clip, enabled=cfg.normalize_obs, device=dev)
-        self.stateful.update(policy_norm=self.policy_norm, critic_norm=self.critic_norm)
+        self.policy_norm = ObsNormalizer(policy_obs_dim, clip=clip, enabled=cfg.normalize_obs, device=dev)
+        self.critic_norm = ObsNormalizer(critic_obs_dim, clip=clip, enabled=cfg.normalize_obs, device=dev)
+        norms = {"policy_norm": self.policy_norm, "critic_norm": self.critic_norm}
+        super().__init__(cfg, policy_obs_dim, critic_obs_dim, act_dim, dev, actor, critic, norms)
+        self._support_sized = False  # host flag: a captured update must not record the one-time sizing
+        on = cfg.compile
+        self._critic_loss = maybe_compile(self._critic_loss_impl, on, compile_backend)
+        self._actor_loss = maybe_compile(self._actor_loss_impl, on, compile_backend)
+        self._target_update = maybe_compile(self._target_update_impl, on, compile_backend)
+        self._policy = maybe_compile(self._policy_impl, on, compile_backend)
 
-    def _prepare(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    # -- the update ----------------------------------------------------------------------------
+    def update_body(self, batch: dict[str, torch.Tensor], actor_step: bool) -> dict[str, torch.Tensor]:
+        """One SAC update from a replay batch (keys :data:`~unilab_gpu.rl.off_policy.BATCH_KEYS`),
+        with an actor and a temperature step if ``actor_step``; see
+        :meth:`OffPolicyAgent.update_body <unilab_gpu.rl.off_policy.OffPolicyAgent.update_body>`."""
+        # Prepare: mirror images; observation statistics from the batch the networks train on,
+        # then normalised observations; the first update sizes the support (value_range).
+        batch = self._mirrored(batch)
         self.policy_norm.update(batch["policy_obs"])
         self.critic_norm.update(batch["critic_obs"])
-        out = dict(batch)
+        batch = dict(batch)
         for key, norm in (("policy_obs", self.policy_norm), ("critic_obs", self.critic_norm)):
-            out[key] = norm(batch[key])
-            out[f"next_{key}"] = norm(batch[f"next_{key}"])
-        return out
+            batch[key], batch[f"next_{key}"] = norm(batch[key]), norm(batch[f"next_{key}"])
+        if self.cfg.value_range == "reward_scale" and self.num_updates == 0 and not self._support_sized:
+            self._size_support(batch["reward"])
+            self._support_sized = True
+        # Critic: cross-entropy to the projected soft target, one step.
+        critic_loss, q_mean = self._critic_loss(batch)
+        self.optimizers.step("critic", critic_loss, self.data_parallel)
+        # Actor and temperature, one in every actor_update_period updates.
+        if actor_step:
+            actor_loss, entropy = self._actor_loss(batch)
+            self.optimizers.step("actor", actor_loss, self.data_parallel)
+            self.optimizers.step("temperature", self.temperature.loss(entropy), self.data_parallel)
+            self._record_actor_step(actor_loss, entropy)
+        # Target critic: Polyak average; then the learning-rate schedule.
+        self._target_update()
+        self.schedule.step()
+        return self._metrics(critic_loss, q_mean)
+
+    def _size_support(self, reward: torch.Tensor) -> None:
+        """``value_range: reward_scale``: respace the support from the first batch's n-step
+        rewards ``(B,)``, the largest bound of all ranks in a data-parallel run."""
+        cfg = self.cfg
+        bound = value_bound(reward, cfg.gamma, cfg.n_step, cfg.value_range_margin)
+        if self.data_parallel is not None:
+            bound = self.data_parallel.all_gather(bound.view(1), "value range").max()
+        self.value_support.resize_(bound)
 
     def _critic_loss_impl(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Critic loss and mean predicted Q (0-d each) of a normalised batch: cross-entropy of the
+        twin critics to the projected soft target of the target critic (``cfg.critic_target``)."""
         with torch.no_grad():
             next_action, next_log_prob = self.actor.sample(batch["next_policy_obs"])
             next_logits = self.target_critic(batch["next_critic_obs"], next_action)
-            per_member = self.cfg.critic_target == "per_member"
-            target = self._bootstrap_target(
-                next_logits, batch["reward"], batch["discount"], next_log_prob, per_member=per_member
+            alpha, per_member = self.temperature.alpha(), self.cfg.critic_target == "per_member"
+            target = bootstrap_target(
+                next_logits, batch["reward"], batch["discount"], next_log_prob, alpha, self.support, per_member
             )
         logits = self.critic(batch["critic_obs"], batch["action"])
-        return self._distributional_loss(logits, target)
+        return distributional_loss(logits, target, self.support)
 
     def _actor_loss_impl(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Actor loss ``E[alpha * log pi - Q]`` (twin Q by ``cfg.actor_q``) and the policy entropy
+        estimate ``-E[log pi]`` (0-d each) of a normalised batch."""
         action, log_prob = self.actor.sample(batch["policy_obs"])
         # Critic weights enter as constants so the actor loss builds no critic gradients.
         frozen = {name: p.detach() for name, p in self.critic.named_parameters()}
         logits = functional_call(self.critic, frozen, (batch["critic_obs"], action))
-        loss = (self.temperature.alpha() * log_prob - self._twin_q(logits, self.cfg.actor_q)).mean()
+        loss = (self.temperature.alpha() * log_prob - twin_q(logits, self.support, self.cfg.actor_q)).mean()
         return loss, -log_prob.detach().mean()
 
+    def _target_update_impl(self) -> None:
+        polyak_update_(self._target_params, self._critic_params, self.cfg.tau)
+
+    # -- acting --------------------------------------------------------------------------------
     def _policy_impl(self, policy_obs: torch.Tensor, deterministic: bool) -> torch.Tensor:
         obs = self.policy_norm(policy_obs)
         return self.actor.mode(obs) if deterministic else self.actor.sample(obs)[0]
