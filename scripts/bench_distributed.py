@@ -31,7 +31,8 @@ from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.agents import TINY_CONFIGS, algo_config, make_agent
 from unilab_gpu.rl.distributed import DataParallel, launch_from_env, rank_device
-from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
+from unilab_gpu.rl.off_policy_trainer import OffPolicyTrainer
+from unilab_gpu.rl.trainer import TrainerSettings
 from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_json_atomic
 
 ALGO = {"batch_size": 256, "updates_per_step": 1, "warmup_steps": 5, "buffer_capacity_per_env": 128}

@@ -57,7 +57,8 @@ from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.agents import algo_config, make_agent
 from unilab_gpu.rl.off_policy_config import steps_before_updates
-from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
+from unilab_gpu.rl.off_policy_trainer import OffPolicyTrainer
+from unilab_gpu.rl.trainer import TrainerSettings
 from unilab_gpu.sim.device import resolve_device
 from unilab_gpu.training.config import algo_preset
 from unilab_gpu.training.signals import stop_signals_interrupt

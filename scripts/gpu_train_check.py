@@ -46,7 +46,7 @@ from pathlib import Path
 from unilab_gpu.paths import list_tasks
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.logger import RecordingLogger
-from unilab_gpu.rl.trainer import PHASES
+from unilab_gpu.rl.off_policy_trainer import PHASES
 from unilab_gpu.training.config import compose_train_config, resolve_auto
 from unilab_gpu.training.run import build_run
 from unilab_gpu.utils.files import OutputPathError, check_output, write_json_atomic

@@ -127,7 +127,8 @@ def learn(out_dir: Path, fleet_env_steps: int, seed: int = 0) -> None:
 
     from unilab_gpu.envs.make_env import make_env
     from unilab_gpu.evaluation.rollout import agent_policy, evaluate
-    from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
+    from unilab_gpu.rl.off_policy_trainer import OffPolicyTrainer
+    from unilab_gpu.rl.trainer import TrainerSettings
 
     launch = launch_from_env()
     assert launch is not None, "run with RANK / WORLD_SIZE set"

@@ -23,7 +23,7 @@ from unilab_gpu.rl.agents import agent_from_checkpoint
 from unilab_gpu.rl.checkpoint import load_checkpoint, non_finite_entries, save_checkpoint
 from unilab_gpu.rl.distributional import categorical_support, project_categorical
 from unilab_gpu.rl.off_policy import OffPolicyAgent
-from unilab_gpu.rl.trainer import OffPolicyTrainer
+from unilab_gpu.rl.off_policy_trainer import OffPolicyTrainer
 from unilab_gpu.training import run as training_run
 from unilab_gpu.training.run_folder import RunFolderError, RunLock, create_run_folder, resume_command
 from unilab_gpu.utils.files import LOCK_NAME

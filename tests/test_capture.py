@@ -415,7 +415,7 @@ def test_replay_does_not_wait_for_the_device() -> None:
 @pytest.mark.parametrize(("ids", "status"), [((41, 41), "pass"), ((41, 44), "fail"), ((0, 0), "fail")])
 def test_the_doctor_reports_the_capture_ids_of_the_envs_graph(monkeypatch, ids, status) -> None:
     """unilab-doctor's capture check names both ids and passes only for one real id."""
-    from unilab_gpu.doctor import checks as doctor
+    from unilab_gpu.doctor import captured_step as doctor
 
     env = SimpleNamespace(reset=lambda: None, _graph=SimpleNamespace(capture_ids=ids))
     monkeypatch.setattr(doctor, "make_env", lambda *args, **kwargs: env)

@@ -160,7 +160,7 @@ def test_a_preset_schedule_of_zero_decays_over_the_whole_run():
 
 def test_training_from_python_as_docs_training_md_shows(tmp_path):
     """The library calls of docs/training.md ("Training from Python"), with a tiny config."""
-    from unilab_gpu.rl.trainer import OffPolicyTrainer
+    from unilab_gpu.rl.off_policy_trainer import OffPolicyTrainer
     from unilab_gpu.training.config import compose_train_config, resolve_auto
     from unilab_gpu.training.run import build_run
 

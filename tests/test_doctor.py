@@ -11,8 +11,10 @@ import torch
 from unilab_gpu.cli.doctor import main
 from unilab_gpu.doctor import checks as doctor_checks
 from unilab_gpu.doctor import report as report_module
-from unilab_gpu.doctor.checks import CUDA_CHECKS, Check, check_task_step, compare_rollouts, run_checks
-from unilab_gpu.doctor.report import DoctorReport
+from unilab_gpu.doctor.captured_step import compare_rollouts
+from unilab_gpu.doctor.checks import CUDA_CHECKS, run_checks
+from unilab_gpu.doctor.report import Check, DoctorReport
+from unilab_gpu.doctor.sync_audits import check_task_step, missed_captures
 from unilab_gpu.profiling.solver_ab import SPLIT_THRESHOLD, solver_early_exit_ab, split_capture_worth_it
 from unilab_gpu.sim.capture import CaptureAbortedError
 from unilab_gpu.sim.device import resolve_device
@@ -226,9 +228,9 @@ def test_the_solver_ab_and_its_warm_walk_run_on_the_capture_task(monkeypatch) ->
 def test_a_training_loop_audit_fails_when_a_requested_capture_did_not_happen() -> None:
     # On CUDA the audit asks for the captured env step and update: an uncaptured loop is not what it
     # vouches for, however few syncs it had.
-    assert doctor_checks.missed_captures({"env_step_captured": True, "update_captured": True}) == []
-    assert doctor_checks.missed_captures({"env_step_captured": True, "update_captured": False}) == ["update"]
-    assert doctor_checks.missed_captures({"env_step_captured": False, "update_captured": False}) == [
+    assert missed_captures({"env_step_captured": True, "update_captured": True}) == []
+    assert missed_captures({"env_step_captured": True, "update_captured": False}) == ["update"]
+    assert missed_captures({"env_step_captured": False, "update_captured": False}) == [
         "env step",
         "update",
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from unilab_gpu.doctor.checks import check_replay_does_not_wait
+from unilab_gpu.doctor.captured_step import check_replay_does_not_wait
 from unilab_gpu.envs.make_env import make_env
 
 pytestmark = [

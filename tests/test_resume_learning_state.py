@@ -9,7 +9,8 @@ from test_rl_trainer import TINY
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.rl.agents import algo_config, make_agent
 from unilab_gpu.rl.checkpoint import load_checkpoint, save_checkpoint
-from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
+from unilab_gpu.rl.off_policy_trainer import OffPolicyTrainer
+from unilab_gpu.rl.trainer import TrainerSettings
 
 # Anchor-height threshold of 1 mm: nearly every episode fails, so the sampler learns fast.
 OVERRIDES = ["terminations.anchor_height.params.threshold=0.001", "episode_length_s=0.2", "events.push=null"]

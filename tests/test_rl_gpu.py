@@ -15,7 +15,8 @@ from test_rl_update_step import filled_replay
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.rl.agents import algo_config, make_agent
 from unilab_gpu.rl.checkpoint import load_checkpoint, save_checkpoint
-from unilab_gpu.rl.trainer import UPDATE_METRICS, OffPolicyTrainer, TrainerSettings
+from unilab_gpu.rl.off_policy_trainer import UPDATE_METRICS, OffPolicyTrainer
+from unilab_gpu.rl.trainer import TrainerSettings
 from unilab_gpu.rl.update_step import UpdateStep, UpdateWarmUpError
 
 pytestmark = [

@@ -69,7 +69,8 @@ from rl_agent_helpers import COMPILE_BACKEND
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.evaluation.rollout import agent_policy, evaluate, uniform_random_policy
 from unilab_gpu.rl.agents import algo_config, make_agent
-from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
+from unilab_gpu.rl.off_policy_trainer import OffPolicyTrainer
+from unilab_gpu.rl.trainer import TrainerSettings
 
 RANDOM_RETURN = -1181.0
 THRESHOLD = {"sac": -400.0, "flashsac": -400.0}

@@ -214,7 +214,8 @@ def test_trainer_attaches_the_mirror_and_trains_on_mirrored_batches():
     """``algo.mirror_fraction`` on the G1 velocity task: the trainer builds the maps and updates
     run on half-mirrored batches; an agent updated without the maps refuses."""
     from unilab_gpu.rl.agents import TINY_CONFIGS, algo_config, make_agent
-    from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
+    from unilab_gpu.rl.off_policy_trainer import OffPolicyTrainer
+    from unilab_gpu.rl.trainer import TrainerSettings
 
     env = make_env("g1_velocity", 2, "cpu", compile=False, announce=False)
     values = {
@@ -252,7 +253,8 @@ def test_trainer_attaches_the_mirror_and_trains_on_mirrored_batches():
 
 def test_a_robot_without_mirror_pairs_is_refused():
     from unilab_gpu.rl.agents import TINY_CONFIGS, algo_config, make_agent
-    from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
+    from unilab_gpu.rl.off_policy_trainer import OffPolicyTrainer
+    from unilab_gpu.rl.trainer import TrainerSettings
 
     env = make_env("pendulum", 2, "cpu", compile=False, announce=False)
     cfg = algo_config({**TINY_CONFIGS["sac"], "mirror_fraction": 0.5}, compile=False)

@@ -8,7 +8,8 @@ import torch
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.rl.agents import TINY_CONFIGS, algo_config, make_agent
 from unilab_gpu.rl.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
+from unilab_gpu.rl.off_policy_trainer import OffPolicyTrainer
+from unilab_gpu.rl.trainer import TrainerSettings
 from unilab_gpu.utils.sync_audit import no_host_sync
 
 NUM_ENVS = 4

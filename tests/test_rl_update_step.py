@@ -15,8 +15,9 @@ from test_rl_trainer import agent_tensors
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.rl.agents import TINY_CONFIGS, algo_config, make_agent
 from unilab_gpu.rl.checkpoint import load_checkpoint, save_checkpoint
+from unilab_gpu.rl.off_policy_trainer import UPDATE_METRICS, OffPolicyTrainer
 from unilab_gpu.rl.replay import ReplayBuffer
-from unilab_gpu.rl.trainer import UPDATE_METRICS, OffPolicyTrainer, TrainerSettings
+from unilab_gpu.rl.trainer import TrainerSettings
 from unilab_gpu.rl.update_step import UpdateStep
 from unilab_gpu.utils.sync_audit import HostSyncError, no_host_sync
 

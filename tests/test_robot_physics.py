@@ -20,7 +20,7 @@ from unilab_gpu.envs.robot_model import robot_edit
 from unilab_gpu.export.metadata import deployment_metadata
 from unilab_gpu.paths import robot_asset
 from unilab_gpu.rl.logger import Progress
-from unilab_gpu.sim.simulator import SOLVER_LIMITS
+from unilab_gpu.sim.overflow import SOLVER_LIMITS
 
 OPTIONS = [
     "robot.physics.timestep=0.002",

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from unilab_gpu.doctor.checks import check_task_step
+from unilab_gpu.doctor.sync_audits import check_task_step
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.envs.mdp.events import PushRoot, RandomizeRestitution
 from unilab_gpu.sim.device import resolve_device

@@ -11,7 +11,8 @@ import pytest
 import torch
 import warp as wp
 
-from unilab_gpu.sim.simulator import SimulationOverflowError, Simulator
+from unilab_gpu.sim.overflow import SimulationOverflowError
+from unilab_gpu.sim.simulator import Simulator
 
 NUM_ENVS = 4
 
@@ -311,7 +312,7 @@ def test_overflow_flags_are_read_on_torchs_current_stream(monkeypatch) -> None:
 def test_warp_cuda_output_comes_from_the_environment(monkeypatch) -> None:
     """UNILAB_WARP_CUDA_OUTPUT=cubin makes Warp hand the driver CUBINs (what the GPU check runs);
     a value Warp does not know is one line naming the variable."""
-    from unilab_gpu.sim.simulator import WARP_CUDA_OUTPUT_ENV
+    from unilab_gpu.sim.device import WARP_CUDA_OUTPUT_ENV
 
     monkeypatch.setattr(wp.config, "cuda_output", None)
     monkeypatch.setenv(WARP_CUDA_OUTPUT_ENV, "cubin")

@@ -429,7 +429,7 @@ BAD_CONFIGS = {
     "missing function": (_with_ground({"func": SUB + "pyramid_stairz"}), "terrain.sub_terrains.x.func"),
     "missing module": (_with_ground({"func": "unilab_gpu.terrain.nothing.flat"}), "terrain.sub_terrains.x.func"),
     "outside the allowed modules": (_with_ground({"func": "numpy.zeros"}), "terrain.sub_terrains.x.func"),
-    "a class": (_with_ground({"func": "unilab_gpu.terrain.generator.TerrainCfg"}), "terrain.sub_terrains.x.func"),
+    "a class": (_with_ground({"func": "unilab_gpu.terrain.terrain_cfg.TerrainCfg"}), "terrain.sub_terrains.x.func"),
     "not a height function": (_with_ground({"func": SUB + "interpolate"}), "terrain.sub_terrains.x.func"),
     "unknown param": (_with_ground(_stairs(step_widht=0.3)), "terrain.sub_terrains.x.params.step_widht"),
     "reversed range": (

@@ -22,7 +22,7 @@ from unilab_gpu.cli import play as play_cli
 from unilab_gpu.cli.train import main as train_main
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.paths import robot_asset
-from unilab_gpu.sim.simulator import scene_xml
+from unilab_gpu.sim.model_files import scene_xml
 from unilab_gpu.terrain.generator import generate_terrain
 from unilab_gpu.terrain.scene import add_terrain
 from unilab_gpu.training import run as run_module

@@ -12,7 +12,7 @@ import pytest
 import torch
 from terrain_helpers import ray_height, terrain_scene
 
-from unilab_gpu.doctor.checks import check_task_step
+from unilab_gpu.doctor.sync_audits import check_task_step
 from unilab_gpu.envs.make_env import load_task_cfg, make_env
 from unilab_gpu.managers.reset_staging import ResetStaging
 from unilab_gpu.sim.device import resolve_device

@@ -102,7 +102,7 @@ def red_g1():
     import mujoco
 
     from unilab_gpu.render.offscreen import OffscreenRenderer
-    from unilab_gpu.sim.simulator import load_mj_model
+    from unilab_gpu.sim.model_files import load_mj_model
 
     model = load_mj_model("g1")
     model.geom_rgba[model.geom_bodyid > 0] = RED

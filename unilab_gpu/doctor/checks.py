@@ -1,8 +1,12 @@
-"""The doctor's checks: what this machine and install do with the env step.
+"""The doctor's run of its checks: what this machine and install do with the env step.
 
-Each check returns a :class:`Check` (``pass``, ``fail``, ``skip`` with the reason, or ``info``);
-:func:`run_checks` runs them in the order that yields the key facts first and hands each one to
-a callback as soon as it is done (the report is rewritten after every check: ``doctor.report``).
+Each check returns a :class:`~unilab_gpu.doctor.report.Check` (``pass``, ``fail``, ``skip`` with
+the reason, or ``info``). The checks live by group: the captured step's in
+:mod:`~unilab_gpu.doctor.captured_step`, the host-sync audits in
+:mod:`~unilab_gpu.doctor.sync_audits`, the data-parallel replica check here beside
+:func:`fleet_checks`, which merges every rank's checks. :func:`run_checks` runs them in the order
+that yields the key facts first and hands each one to a callback as soon as it is done (the report
+is rewritten after every check: ``doctor.report``).
 
 On CUDA the order is: physics alone at ``num_envs``; the whole step captured (and its capture
 ids); replay equals eager over steps that include resets (MJWarp's deterministic mode); no host
@@ -16,31 +20,27 @@ written.
 
 from __future__ import annotations
 
-import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
+from unilab_gpu.doctor.captured_step import (
+    check_capture,
+    check_physics_only,
+    check_replay_does_not_wait,
+    check_replay_equals_eager,
+    check_solver_ab,
+    check_throughput,
+)
+from unilab_gpu.doctor.report import Check
+from unilab_gpu.doctor.sync_audits import check_task_step, check_training_loop
 from unilab_gpu.envs.make_env import make_env
-from unilab_gpu.profiling.physics_timer import PhysicsTimer
-from unilab_gpu.profiling.solver_ab import solver_early_exit_ab
 from unilab_gpu.rl.distributed import DataParallel
 from unilab_gpu.sim.capture import CaptureAbortedError, capture_unsupported_reason
-from unilab_gpu.utils.sync_audit import no_host_sync
-
-AUDIT_ENVS, AUDIT_STEPS = 4, 6
-"""Rows and steps of each task's step audit; episodes of 0.1 s make resets happen inside it."""
-
-REPLAY_STEPS = 100
-"""Steps of the replay-equals-eager comparison (episodes of 1 s: resets happen inside it)."""
-
-REPLAY_TOLERANCE = 1e-5
-"""Largest |replay - eager| accepted in deterministic mode (same kernels, same order: 0 expected)."""
 
 KEY_TASK = "g1_tracking"
 """The default task of the CUDA checks (capture, replay, throughput, physics alone, solver A/B)."""
@@ -54,281 +54,6 @@ CUDA_CHECKS = (
     "solver early exit A/B",
 )
 """The checks only a CUDA device can run, in the order :func:`run_checks` runs them."""
-
-
-@dataclass
-class Check:
-    """One line of the verdict: ``pass``, ``fail``, ``skip`` (could not be checked here) or ``info``."""
-
-    name: str
-    status: str
-    detail: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-def _violations(audit) -> dict[str, Any]:
-    by_kind = {"host_sync": 0, "host_to_device": 0}
-    for violation in audit.violations:
-        by_kind[violation.kind] += 1
-    return {**by_kind, "first": [str(v) for v in audit.violations[:3]]}
-
-
-def check_task_step(task: str, device: torch.device, overrides: Sequence[str] = ()) -> Check:
-    """The eager step (what the CUDA graph records) under the host-sync audit, resets included."""
-    env = make_env(
-        task,
-        num_envs=AUDIT_ENVS,
-        device=device,
-        overrides=["episode_length_s=0.1", *overrides],
-        compile=False,
-        capture=False,
-        announce=False,
-    )
-    actions = torch.zeros(env.num_envs, env.action_dim, device=env.device)
-    env.reset()
-    env.step(actions)  # first use records Warp's CPU graphs / loads modules outside the audit
-    with no_host_sync(record=True) as audit:
-        for _ in range(AUDIT_STEPS):
-            env.step(actions)
-    counts = _violations(audit)
-    resets = int(env.stats.episodes)
-    data = {
-        "host_sync_ops_per_step": counts["host_sync"] / AUDIT_STEPS,
-        "host_to_device_copies_per_step": counts["host_to_device"] / AUDIT_STEPS,
-        "first_violations": counts["first"],
-        "episodes_ended": resets,
-    }
-    clean = counts["host_sync"] == 0 and counts["host_to_device"] == 0
-    detail = (
-        f"{counts['host_sync']} host-sync ops, {counts['host_to_device']} host-to-device copies in {AUDIT_STEPS} "
-        f"steps ({resets} episode ends)"
-    )
-    return Check(f"step audit: {task}", "pass" if clean else "fail", detail, data)
-
-
-def check_training_loop(algo: str, device: torch.device) -> Check:
-    """Act, env step, replay add and updates of a tiny pendulum run under the host-sync audit.
-
-    On CUDA the iteration runs as it trains there at its fastest: the env step and the update
-    (``algo.capture_update``) replayed from CUDA graphs, under torch's sync debug mode ``error``
-    as well, so the audit covers the whole iteration between two logging points. On the CPU the
-    same code runs directly and every op is audited.
-    """
-    from unilab_gpu.rl.agents import TINY_CONFIGS, algo_config, make_agent
-    from unilab_gpu.rl.trainer import OffPolicyTrainer, TrainerSettings
-
-    cuda = device.type == "cuda"
-    capture = "auto" if cuda else False
-    env = make_env("pendulum", num_envs=4, device=device, compile=False, capture=capture, announce=False)
-    values = {**TINY_CONFIGS[algo], "warmup_steps": 2, "buffer_capacity_per_env": 16, "capture_update": cuda}
-    cfg = algo_config(values, compile=False)
-    agent = make_agent(cfg, env.observation_dims, env.action_dim, env.num_envs, env.device)
-    # Enough iterations for each actor phase's warm-up runs and capture (update_step.WARM_RUNS).
-    trainer = OffPolicyTrainer(env, agent, TrainerSettings(iterations=10, log_every=1000))
-    trainer.train()  # warm-up, the first updates and the captures outside the audit
-    iterations = 3
-    with no_host_sync(record=True) as audit:
-        if cuda:
-            torch.cuda.set_sync_debug_mode("error")
-        try:
-            for _ in range(iterations):
-                trainer.run_iteration()
-        finally:
-            if cuda:
-                torch.cuda.set_sync_debug_mode("default")
-    counts = _violations(audit)
-    total = counts["host_sync"] + counts["host_to_device"]
-    captured = {"env_step_captured": env.captured, "update_captured": bool(trainer.update_step.graphs)}
-    data = {"per_iteration_syncs": total / iterations, "first_violations": counts["first"], **captured}
-    detail = f"{total} host syncs / host-to-device copies in {iterations} iterations (act, step, replay, update)"
-    missed = missed_captures(captured) if cuda else []
-    if cuda:
-        detail += f"; env step captured: {env.captured}, update captured: {captured['update_captured']}"
-    if missed:
-        detail += f"; requested but not captured: {', '.join(missed)}"
-    return Check(f"training loop audit: {algo}", "pass" if total == 0 and not missed else "fail", detail, data)
-
-
-def missed_captures(captured: dict[str, bool]) -> list[str]:
-    """The captures a CUDA training-loop audit asked for (env step, update) that did not happen: an
-    audit of uncaptured iterations would pass without showing that the captured loop is sync-free."""
-    names = {"env_step_captured": "env step", "update_captured": "update"}
-    return [names[key] for key, done in captured.items() if not done]
-
-
-def check_physics_only(task: str, num_envs: int, device: torch.device, steps: int = 50) -> Check:
-    """The task's physics alone (``decimation`` MJWarp substeps, captured on CUDA): env-steps/s.
-
-    Measured before anything else touches the step, so that it is known even if capture fails.
-    """
-    env = make_env(task, num_envs, device, compile=False, capture=False, announce=False)
-    env.reset()
-    timer = PhysicsTimer(env.sim, env.cfg.decimation, capture=capture_unsupported_reason(device) is None)
-    timer.time(3)  # warm
-    ms = float(np.median(timer.time(steps)))
-    rate = num_envs / (ms / 1e3)
-    detail = f"{task} x {num_envs}: {env.cfg.decimation} substeps in {ms:.3f} ms, {rate:,.0f} env-steps/s"
-    data = {"task": task, "num_envs": num_envs, "physics_ms": ms, "physics_only_env_steps_per_s": rate}
-    return Check("physics only", "info", detail, data)
-
-
-def check_capture(task: str, num_envs: int, device: torch.device, compile: bool) -> tuple[Check, Any]:
-    """Whether the whole step captures (``capture=True`` raises with the reason if not), in one
-    capture that nothing paused (``sim.capture``: torch's graph pool and RNG state are keyed by
-    the capture id read at ``capture_begin``; ``CudaGraph`` refuses a paused capture)."""
-    start = time.perf_counter()
-    env = make_env(task, num_envs, device, compile=compile, capture=True, announce=False)
-    env.reset()
-    seconds = time.perf_counter() - start
-    begin, end = env._graph.capture_ids  # the env's CudaGraph
-    detail = (
-        f"{task} x {num_envs}: captured in {seconds:.0f} s; capture id {begin} after capture_begin, {end} before "
-        "capture_end"
-    )
-    status = "pass" if begin == end != 0 else "fail"
-    return Check("whole step captures", status, detail, {"capture_ids": [begin, end]}), env
-
-
-def rollout(env, actions: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Per step of ``actions`` ``(steps, num_envs, action_dim)``: ``reward``, ``ended`` (terminated or
-    truncated) and the policy observation summed per row, each stacked ``(steps, num_envs)``."""
-    rewards, ends, obs = [], [], []
-    for a in actions:
-        result = env.step(a)
-        rewards.append(result.reward.clone())
-        ends.append(result.terminated | result.truncated)
-        obs.append(result.obs["policy"].sum(dim=1))
-    return {"reward": torch.stack(rewards), "ended": torch.stack(ends).float(), "obs": torch.stack(obs)}
-
-
-def compare_rollouts(
-    eager: dict[str, torch.Tensor],
-    replayed: dict[str, torch.Tensor],
-    name: str = "replay equals eager (deterministic)",
-    tolerance: float = REPLAY_TOLERANCE,
-    rtol: float = 0.0,
-) -> Check:
-    """The verdict ``name`` on two rollouts of ``(steps, num_envs)`` tensors (``eager`` the reference).
-
-    Passes only if every output agrees within ``tolerance + rtol * |eager|`` **and** episodes
-    ended inside the compared steps: a comparison without resets would not test the reset path, the
-    part of the step most likely to differ (compaction, staging, row writes, kinematics refresh).
-    ``max_abs_diff`` reports the largest plain difference of each output.
-    """
-    worst = {k: float((replayed[k] - eager[k]).abs().max()) for k in eager}
-    excess = {k: float(((replayed[k] - eager[k]).abs() - rtol * eager[k].abs()).max()) for k in eager}
-    steps_with_resets = int((eager["ended"].sum(dim=1) > 0).sum())
-    ended = int(eager["ended"].sum())
-    equal = all(v <= tolerance for v in excess.values())
-    steps = eager["ended"].shape[0]
-    detail = f"max |{name.split(' equals ')[0]} - eager| over {steps} steps, {steps_with_resets} with resets "
-    detail += f"({ended} episode ends): " + ", ".join(f"{k} {v:.2g}" for k, v in worst.items())
-    if not steps_with_resets:
-        detail += "; FAILED: no step of the comparison reset a row"
-    data = {"max_abs_diff": worst, "steps": steps, "steps_with_resets": steps_with_resets, "episode_ends": ended}
-    data.update(tolerance=tolerance, rtol=rtol)
-    return Check(name, "pass" if equal and steps_with_resets else "fail", detail, data)
-
-
-def check_replay_equals_eager(task: str, num_envs: int, device: torch.device, compile: bool) -> Check:
-    """100 steps with resets, eager and replayed, in MJWarp's deterministic mode, same seed."""
-    generator = torch.Generator(device).manual_seed(0)
-    actions = None
-    runs = []
-    for capture in (False, True):
-        env = make_env(
-            task,
-            num_envs,
-            device,
-            overrides=["episode_length_s=1.0"],
-            seed=5,
-            compile=compile,
-            capture=capture,
-            deterministic=True,
-            announce=False,
-        )
-        env.reset()
-        if actions is None:  # its own generator: drawing it moves none of the env's random numbers
-            actions = 0.3 * torch.randn(REPLAY_STEPS, num_envs, env.action_dim, device=device, generator=generator)
-        runs.append(rollout(env, actions))
-        del env
-    return compare_rollouts(*runs)
-
-
-def check_replay_does_not_wait(env) -> Check:
-    """The eager step under ``set_sync_debug_mode("error")``, then host vs device time of replays.
-
-    A replay that waited for the GPU (a sync outside torch's view, e.g. a Warp host loop) would
-    take as long on the host as on the device; an asynchronous one takes a launch.
-    """
-    actions = torch.zeros(env.num_envs, env.action_dim, device=env.device)
-    torch.cuda.synchronize(env.device)
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        for _ in range(3):
-            env.set_actions(actions)
-            env.run_step_body()  # the code the graph recorded, eagerly: torch syncs raise here
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    steps = 50
-    stream = torch.cuda.current_stream(env.device)
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize(env.device)
-    begin.record(stream)
-    host_start = time.perf_counter()
-    for _ in range(steps):
-        env.step(actions)
-    host_ms = (time.perf_counter() - host_start) * 1e3 / steps
-    end.record(stream)
-    torch.cuda.synchronize(env.device)
-    device_ms = begin.elapsed_time(end) / steps
-    ok = host_ms < max(0.5 * device_ms, 0.2)
-    detail = f"eager step ran under sync debug 'error'; replay: host {host_ms:.3f} ms vs device {device_ms:.3f} ms"
-    return Check(
-        "no host sync during replay", "pass" if ok else "fail", detail, {"host_ms": host_ms, "device_ms": device_ms}
-    )
-
-
-def check_throughput(env) -> Check:
-    """The env's real step vs physics alone in one run, and the per-phase split (CUDA events
-    inside the captured graph on CUDA, ``perf_counter`` on CPU)."""
-    from unilab_gpu.profiling.phase_profiler import PhaseProfiler
-
-    profile = PhaseProfiler(env, window=10).run(steps=60, warmup=5)
-    physics_ms = float(np.median(profile.physics_only_ms))
-    row = {
-        "task": env.name,
-        "num_envs": env.num_envs,
-        "mode": profile.mode,
-        "env_steps_per_s": profile.env_steps_per_s,
-        "physics_only_env_steps_per_s": env.num_envs / (physics_ms / 1e3),
-        "overhead_ratio": profile.overhead_ratio,
-        "phases_ms": profile.phase_means(),
-    }
-    phases = ", ".join(f"{k} {v:.2f}" for k, v in row["phases_ms"].items())
-    detail = (
-        f"{env.name} x {env.num_envs} ({profile.mode}): {row['env_steps_per_s']:,.0f} env-steps/s vs physics only "
-        f"{row['physics_only_env_steps_per_s']:,.0f} (x{row['overhead_ratio']:.2f}); phases ms: {phases}"
-    )
-    return Check("throughput and phases", "info", detail, row)
-
-
-def check_solver_ab(task: str, num_envs: int, device: torch.device) -> Check:
-    """MJWarp's early-exit solver (conditional nodes, Warp's own capture) against the
-    fixed-iteration solver our single-graph capture uses: the physics of ``task``'s step on a
-    batch that walks with random actions and resets rows every step, same worlds and seed.
-    Above a 5 % saving of physics time, splitting our capture around the physics is worth it."""
-    result = solver_early_exit_ab(task, num_envs, device)
-    if result["skipped"]:
-        return Check("solver early exit A/B", "skip", f"not checked: {result['skipped']}", result)
-    detail = (
-        f"{task} x {num_envs}, {result['substeps']} substeps, random actions, {result['resets_per_step']} forced "
-        f"resets per step: early exit {result['early_exit_ms']:.3f} ms "
-        f"({result['early_exit_mean_iterations']:.1f} iterations on average) vs fixed {result['fixed_ms']:.3f} ms "
-        f"(up to {result['max_iterations']}): saves {100 * result['saving']:.1f} % of physics; "
-        + ("split the capture around physics" if result["split_capture"] else "keep one graph")
-    )
-    return Check("solver early exit A/B", "info", detail, result)
 
 
 def check_data_parallel(dp: DataParallel, device: torch.device, updates: int = 3) -> Check:

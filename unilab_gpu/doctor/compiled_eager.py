@@ -30,7 +30,9 @@ from pathlib import Path
 
 import torch
 
-from unilab_gpu.doctor.checks import Check, compare_rollouts, guarded, rollout
+from unilab_gpu.doctor.captured_step import compare_rollouts, rollout
+from unilab_gpu.doctor.checks import guarded
+from unilab_gpu.doctor.report import Check
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.paths import list_tasks
 from unilab_gpu.sim.device import resolve_device

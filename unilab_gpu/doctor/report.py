@@ -4,21 +4,31 @@ The GPU check gives the doctor a time budget; a run cut at its budget (``SIGINT`
 ``SIGKILL``) or killed outright must not lose the checks already done. So the report is written
 (atomically: a reader sees the previous version or the new one) before the first check, when a
 check starts (``running`` names it) and after each one, with ``complete: false`` until the last.
-A verdict so far is always there: ``fail`` if any finished check failed.
+A verdict so far is always there: ``fail`` if any finished check failed. Each check is one
+:class:`Check`, a line of that verdict.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from unilab_gpu.doctor.checks import Check
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.utils.files import write_json_atomic
+
+
+@dataclass
+class Check:
+    """One line of the verdict: ``pass``, ``fail``, ``skip`` (could not be checked here) or ``info``."""
+
+    name: str
+    status: str
+    detail: str
+    data: dict[str, Any] = field(default_factory=dict)
 
 
 class DoctorReport:

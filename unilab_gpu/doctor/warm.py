@@ -148,7 +148,7 @@ def walk(name: str, device: str, task: str, num_envs: int) -> None:
             env.step(actions)
         return
     arm = name.removeprefix("solver_")
-    env = solver_arm_env(task, num_envs, device, arm)  # the A/B's own env (doctor.checks)
+    env = solver_arm_env(task, num_envs, device, arm)  # the A/B's own env (doctor.captured_step)
     env.reset()
     env.step(torch.zeros(env.num_envs, env.action_dim, device=env.device))
 

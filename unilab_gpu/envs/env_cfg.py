@@ -29,7 +29,7 @@ from unilab_gpu.managers.term_cfg import (
     TerminationTermCfg,
     canonical_func,
 )
-from unilab_gpu.terrain.generator import TerrainCfg
+from unilab_gpu.terrain.terrain_cfg import TerrainCfg
 from unilab_gpu.utils.checks import check_range, is_number, require
 
 # The shared number checks, worded for this config (``env config: '<key>' must be ...``).

@@ -12,8 +12,9 @@ import torch
 from unilab_gpu.envs.robot_cfg import RobotCfg
 from unilab_gpu.envs.robot_model import robot_edit
 from unilab_gpu.terrain.curriculum import TerrainCurriculum
-from unilab_gpu.terrain.generator import TerrainCfg, TerrainGrid
+from unilab_gpu.terrain.generator import TerrainGrid
 from unilab_gpu.terrain.scene import add_terrain
+from unilab_gpu.terrain.terrain_cfg import TerrainCfg
 
 if TYPE_CHECKING:
     from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv

@@ -20,7 +20,7 @@ import torch
 from unilab_gpu.envs.episode_stats import EpisodeStats
 from unilab_gpu.envs.snapshot import EnvSnapshot
 from unilab_gpu.sim.capture import CudaGraph
-from unilab_gpu.sim.simulator import SOLVER_LIMITS
+from unilab_gpu.sim.overflow import SOLVER_LIMITS
 from unilab_gpu.utils.compiling import maybe_compile
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from unilab_gpu.paths import (
     robot_config_file,
     shadowed_configs,
 )
-from unilab_gpu.sim.simulator import model_path
+from unilab_gpu.sim.model_files import model_path
 from unilab_gpu.utils.overrides import override_syntax_problem
 from unilab_gpu.utils.yaml_files import check_config_tree
 

@@ -31,8 +31,9 @@ from unilab_gpu.managers.term_table import term_table
 from unilab_gpu.managers.termination_manager import TerminationManager
 from unilab_gpu.sim.capture import CaptureUnsupportedError, CudaGraph, capture_unsupported_reason
 from unilab_gpu.sim.device import verbose_requested
+from unilab_gpu.sim.model_files import load_mj_model
 from unilab_gpu.sim.robot import Robot
-from unilab_gpu.sim.simulator import Simulator, load_mj_model
+from unilab_gpu.sim.simulator import Simulator
 from unilab_gpu.terrain.generator import generate_terrain
 from unilab_gpu.terrain.terrain import Terrain
 

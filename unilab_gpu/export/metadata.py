@@ -21,7 +21,7 @@ in), so the robot side can assemble the same vector (``[start, stop)`` columns, 
 first); the commands those terms read (a velocity command's gait clock, a motion command's
 anchor and bodies) are listed with theirs. :mod:`unilab_gpu.deploy` is such a robot side.
 
-A task on a generated terrain records its resolved ``terrain`` config (``terrain.generator.TerrainCfg``
+A task on a generated terrain records its resolved ``terrain`` config (``terrain.terrain_cfg.TerrainCfg``
 as plain JSON; ``null`` on flat ground) and ``terrain_sha256``, the sha256 of the generated float32
 heights: a runtime that rebuilds the ground from the config (``generate_terrain`` and
 ``add_terrain`` on the robot's MJCF, as ``unilab-sim2sim`` does) proves it is the same ground.

@@ -45,8 +45,8 @@ from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
-from torch import nn
 
+from unilab_gpu.rl.gradient_bucket import GradientBucket, float_buffers
 from unilab_gpu.rl.reward_scaler import RewardScaler
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -114,45 +114,6 @@ def rank_device(requested: str, launch: Launch) -> torch.device:
     return torch.device("cpu")
 
 
-class _Bucket:
-    """Gradients of one optimizer's parameters, and floating buffers averaged with them, packed
-    into one flat buffer so that averaging them is one collective."""
-
-    def __init__(self, params: list[nn.Parameter], buffers: list[torch.Tensor]) -> None:
-        self.params = params
-        self.buffers = buffers
-        sizes = [t.numel() for t in [*params, *buffers]]
-        device = params[0].device if params else buffers[0].device
-        self.flat = torch.zeros(sum(sizes), device=device)
-        views = self.flat.split(sizes)
-        self.grad_views = [v.view_as(p) for v, p in zip(views, params, strict=False)]
-        self.buffer_views = [v.view_as(b) for v, b in zip(views[len(params) :], buffers, strict=True)]
-
-    def pack(self) -> torch.Tensor:
-        """Gradients (zeros where a parameter got none) and buffers into the flat buffer."""
-        grads = [(p.grad, v) for p, v in zip(self.params, self.grad_views, strict=True) if p.grad is not None]
-        missing = [v for p, v in zip(self.params, self.grad_views, strict=True) if p.grad is None]
-        if grads:
-            torch._foreach_copy_([v for _, v in grads], [g for g, _ in grads])
-        if missing:
-            torch._foreach_zero_(missing)
-        if self.buffers:
-            torch._foreach_copy_(self.buffer_views, self.buffers)
-        return self.flat
-
-    def unpack(self) -> None:
-        """Averaged values back into the gradients and buffers."""
-        grads = [(p.grad, v) for p, v in zip(self.params, self.grad_views, strict=True) if p.grad is not None]
-        if grads:
-            torch._foreach_copy_([g for g, _ in grads], [v for _, v in grads])
-        if self.buffers:
-            torch._foreach_copy_(self.buffers, self.buffer_views)
-
-
-def _float_buffers(*modules: nn.Module) -> list[torch.Tensor]:
-    return [b for m in modules for b in m.buffers() if b.is_floating_point()]
-
-
 class DataParallel:
     """The collectives of one rank of a data-parallel run; see the module docstring.
 
@@ -166,7 +127,7 @@ class DataParallel:
 
     def __init__(self, rank: int, world_size: int, device: torch.device) -> None:
         self.rank, self.world_size, self.device = rank, world_size, torch.device(device)
-        self._buckets: dict[str, _Bucket] = {}
+        self._buckets: dict[str, GradientBucket] = {}
         self._scaler: RewardScaler | None = None
         self._scaler_snapshot = torch.zeros(4, dtype=torch.float64)  # the scaler's moments at the last merge
         self.peer_failed = False
@@ -317,9 +278,9 @@ class DataParallel:
             [t for m in modules for t in (*m.parameters(), *m.buffers())], "broadcast of the initial parameters"
         )
         self._buckets = {
-            "critic": _Bucket(list(agent.critic.parameters()), _float_buffers(agent.critic, agent.target_critic)),
-            "actor": _Bucket(list(agent.actor.parameters()), _float_buffers(agent.actor)),
-            "temperature": _Bucket(list(agent.temperature.parameters()), []),
+            "critic": GradientBucket(list(agent.critic.parameters()), float_buffers(agent.critic, agent.target_critic)),
+            "actor": GradientBucket(list(agent.actor.parameters()), float_buffers(agent.actor)),
+            "temperature": GradientBucket(list(agent.temperature.parameters()), []),
         }
         for name in ("policy_norm", "critic_norm"):
             if hasattr(agent, name):

@@ -28,6 +28,23 @@ VERBOSE_ENV = "UNILAB_VERBOSE"
 """Environment variable that turns Warp's own log lines (init banner, module loads) back on."""
 
 
+WARP_CUDA_OUTPUT_ENV = "UNILAB_WARP_CUDA_OUTPUT"
+"""Environment variable that sets what Warp hands the CUDA driver: ``cubin`` (native code compiled
+by NVRTC for the device's architecture) or ``ptx`` (the driver compiles it). Unset: Warp's own
+choice, PTX whenever the driver is at least as new as Warp's CUDA toolkit. The GPU check sets
+``cubin``, the path its bundle's self-built library was checked on."""
+
+
+def apply_warp_cuda_output() -> None:
+    """Set ``wp.config.cuda_output`` from :data:`WARP_CUDA_OUTPUT_ENV` (before any module loads)."""
+    value = os.environ.get(WARP_CUDA_OUTPUT_ENV, "").strip()
+    if not value:
+        return
+    if value not in ("cubin", "ptx"):
+        raise ValueError(f"{WARP_CUDA_OUTPUT_ENV} must be 'cubin' or 'ptx' (or unset), got {value!r}")
+    wp.config.cuda_output = value
+
+
 def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
     """The indexed torch device for ``spec``: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -12,12 +11,19 @@ import mujoco_warp as mjw
 import numpy as np
 import torch
 import warp as wp
-from mujoco_warp._src.warp_util import mark_batched
 
-from unilab_gpu.paths import robot_asset
 from unilab_gpu.sim import kernels
-from unilab_gpu.sim.device import resolve_device, set_warp_verbose, torch_stream_scope, warp_device
+from unilab_gpu.sim.device import (
+    apply_warp_cuda_output,
+    resolve_device,
+    set_warp_verbose,
+    torch_stream_scope,
+    warp_device,
+)
+from unilab_gpu.sim.model_files import load_mj_model
 from unilab_gpu.sim.names import resolve_names
+from unilab_gpu.sim.overflow import SOLVER_LIMITS, check_capacity
+from unilab_gpu.sim.scratch_batch import ScratchBatch, kinematics
 from unilab_gpu.sim.state import SimState
 from unilab_gpu.sim.world_memory import check_worlds_fit
 
@@ -29,85 +35,6 @@ overflows on the first step)."""
 DEFAULT_NCONMAX = 48
 """Contacts per world. The G1 has no self-collision, so contacts are robot geoms against the
 floor only: at most ~2 per capsule."""
-
-
-WARP_CUDA_OUTPUT_ENV = "UNILAB_WARP_CUDA_OUTPUT"
-"""Environment variable that sets what Warp hands the CUDA driver: ``cubin`` (native code compiled
-by NVRTC for the device's architecture) or ``ptx`` (the driver compiles it). Unset: Warp's own
-choice, PTX whenever the driver is at least as new as Warp's CUDA toolkit. The GPU check sets
-``cubin``, the path its bundle's self-built library was checked on."""
-
-
-def apply_warp_cuda_output() -> None:
-    """Set ``wp.config.cuda_output`` from :data:`WARP_CUDA_OUTPUT_ENV` (before any module loads)."""
-    value = os.environ.get(WARP_CUDA_OUTPUT_ENV, "").strip()
-    if not value:
-        return
-    if value not in ("cubin", "ptx"):
-        raise ValueError(f"{WARP_CUDA_OUTPUT_ENV} must be 'cubin' or 'ptx' (or unset), got {value!r}")
-    wp.config.cuda_output = value
-
-
-SOLVER_LIMITS = int(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS)
-"""MJWarp's overflow bits of a solver that stopped at its iteration or line-search cap. MJWarp
-prints a line per world and substep for each (44,904 lines in one training log); the simulator
-silences those prints, the env counts the bits into its statistics and clears them every step
-(``ManagerBasedRlEnv``), and training reports the count once per log interval."""
-
-
-CAPACITY_OVERFLOWS = int(mjw.OverflowType.ALL & ~(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS))
-"""The bits of MJWarp's overflow mask that mean a buffer was too small (contacts, constraints, ...)."""
-
-
-class SimulationOverflowError(RuntimeError):
-    """MJWarp ran out of contact or constraint capacity in at least one world."""
-
-
-def load_mj_model(
-    source: str | Path | mujoco.MjSpec, edit: Callable[[mujoco.MjSpec], None] | None = None
-) -> mujoco.MjModel:
-    """Compile an MJCF file (or robot name under ``assets/robots``) into a MuJoCo model.
-
-    Args:
-      source: a path to an MJCF file, a robot name such as ``"g1"`` (its ``scene.xml``), or a spec.
-      edit: optional function that modifies the ``MjSpec`` before compilation (e.g. change
-        the timestep, add a site); this is where tasks adapt the robot without copying files.
-    """
-    spec = source if isinstance(source, mujoco.MjSpec) else mujoco.MjSpec.from_file(str(model_path(source)))
-    if edit is not None:
-        edit(spec)
-    return spec.compile()
-
-
-def model_path(source: str | Path) -> Path:
-    """The MJCF file of ``source``: a path to an ``.xml`` file, or a robot name (its ``scene.xml``).
-
-    Raises:
-      FileNotFoundError: no such file (or robot).
-    """
-    path = Path(source)
-    if path.suffix != ".xml":
-        path = robot_asset(str(source))
-    if not path.is_file():
-        raise FileNotFoundError(f"model file not found: {path}")
-    return path
-
-
-def scene_xml(source: str | Path, edit: Callable[[mujoco.MjSpec], None] | None = None) -> str:
-    """The MJCF text of model ``source`` (as :func:`load_mj_model` reads it) after ``edit``, one file
-    that MuJoCo loads from any folder: includes are inlined, and the mesh and texture folders of a
-    model with asset files are made absolute (they were relative to the model's own folder)."""
-    path = model_path(source)
-    spec = mujoco.MjSpec.from_file(str(path))
-    if edit is not None:
-        edit(spec)
-    folder = path.resolve().parent
-    if any(mesh.file for mesh in spec.meshes) or any(skin.file for skin in spec.skins):
-        spec.meshdir = str(folder / spec.meshdir)
-    if any(texture.file or any(texture.cubefiles) for texture in spec.textures):
-        spec.texturedir = str(folder / spec.texturedir)
-    spec.compile()  # to_xml writes a compiled spec
-    return spec.to_xml()
 
 
 class Simulator:
@@ -200,9 +127,7 @@ class Simulator:
             self._body_ang_vel = wp.zeros((num_envs, mj_model.nbody), dtype=wp.vec3)
             self._body_contact = wp.zeros((num_envs, mj_model.nbody), dtype=float)
             self._scratch = (
-                _ScratchBatch(mj_model, self.model, refresh_capacity, batched_model_fields)
-                if refresh_capacity
-                else None
+                ScratchBatch(mj_model, self.model, refresh_capacity, batched_model_fields) if refresh_capacity else None
             )
 
         self.state = SimState(
@@ -313,7 +238,7 @@ class Simulator:
             data is recomputed by the next physics step anyway.
         """
         if env_ids is None:
-            self._run(("refresh",), lambda: _kinematics(self.model, self.data, self._body_lin_vel, self._body_ang_vel))
+            self._run(("refresh",), lambda: kinematics(self.model, self.data, self._body_lin_vel, self._body_ang_vel))
             return
         scratch = self._scratch
         if scratch is None:
@@ -379,21 +304,9 @@ class Simulator:
         return wp.to_torch(self.data.overflow).cpu().numpy().copy()
 
     def check(self) -> None:
-        """Raise ``SimulationOverflowError`` if any world ran out of contact/constraint capacity.
-
-        MJWarp's solver flags (``ITERATIONS``, ``LS_ITERATIONS``: an iteration cap reached, which
-        the fixed-iteration solver of a captured step reaches by design) are not capacity: left out.
-        """
-        flags = self.overflow_flags() & CAPACITY_OVERFLOWS
-        bad = np.flatnonzero(flags)
-        if bad.size == 0:
-            return
-        kinds = sorted({f.name for w in bad for f in mjw.OverflowType if f and flags[w] & f})
-        raise SimulationOverflowError(
-            f"MJWarp capacity overflow ({', '.join(kinds)}) in {bad.size} of {self.num_envs} worlds "
-            f"(first ids: {bad[:8].tolist()}); raise njmax (now {self.data.njmax}) or nconmax "
-            f"(now {self.data.naconmax // self.num_envs} per world)"
-        )
+        """Raise ``SimulationOverflowError`` if any world ran out of contact/constraint capacity
+        (:func:`~unilab_gpu.sim.overflow.check_capacity`: solver iteration caps are not capacity)."""
+        check_capacity(self.overflow_flags(), self.data.njmax, self.data.naconmax // self.num_envs)
 
     # ----------------------------------------------------------------------------------------
 
@@ -424,108 +337,6 @@ class Simulator:
         length = env_ids.shape[0] if expected_len is None else expected_len
         _check_tensor("env_ids", env_ids, (length,), self.torch_device, dtype=torch.int64)
         return env_ids.contiguous()
-
-
-class _ScratchBatch:
-    """A small MJWarp batch used to compute kinematics for a few selected worlds.
-
-    Scratch world ``i`` computes the kinematics of world ``env_ids[i]``, so it must also read that
-    world's model: MJWarp indexes a per-world model field by ``worldid % rows``, and scratch world
-    ``i`` would read row ``i``. The scratch batch therefore has its own model, sharing every array
-    of the simulator's model except the per-world fields, which get ``capacity`` rows refreshed from
-    the listed worlds' rows before each refresh (:meth:`gather_model_rows`).
-    """
-
-    def __init__(
-        self, mj_model: mujoco.MjModel, model: mjw.Model, capacity: int, batched_model_fields: Sequence[str]
-    ) -> None:
-        self.capacity = capacity
-        # Kinematics only: no contacts or constraints are ever computed here.
-        self.data = mjw.make_data(mj_model, nworld=capacity, nconmax=1, njmax=1)
-        self.lin_vel = wp.zeros((capacity, mj_model.nbody), dtype=wp.vec3)
-        self.ang_vel = wp.zeros((capacity, mj_model.nbody), dtype=wp.vec3)
-        rows = {}
-        for name in batched_model_fields:
-            field = getattr(model, name)
-            rows[name] = wp.zeros((capacity, *field.shape[1:]), dtype=field.dtype)
-        self.model = dataclasses.replace(model, **rows) if rows else model
-        mark_batched(self.model)
-        self.model_rows = {name: wp.to_torch(array) for name, array in rows.items()}
-        """Per-world model field name -> ``(capacity, ...)`` torch view of the scratch model's rows."""
-
-    def gather_model_rows(self, env_ids: torch.Tensor, model_fields: dict[str, torch.Tensor]) -> None:
-        """Copy the per-world model rows of ``env_ids`` into the scratch model (padding ids read row 0).
-
-        Args:
-          env_ids: ``(capacity,)`` int64 world ids; ids outside ``[0, num_envs)`` are padding.
-          model_fields: the simulator's per-world fields, name -> ``(num_envs, ...)``.
-        """
-        if not self.model_rows:
-            return
-        num_envs = next(iter(model_fields.values())).shape[0]
-        rows = torch.where((env_ids >= 0) & (env_ids < num_envs), env_ids, torch.zeros_like(env_ids))
-        for name, out in self.model_rows.items():
-            torch.index_select(model_fields[name], 0, rows, out=out)
-
-    def refresh_into(
-        self,
-        data: mjw.Data,
-        env_ids: torch.Tensor,
-        num_envs: int,
-        lin_vel: wp.array,
-        ang_vel: wp.array,
-    ) -> None:
-        """Compute kinematics of the worlds ``env_ids`` here and write them back into ``data``."""
-        ids = wp.from_torch(env_ids)
-        s = self.data
-        wp.launch(
-            kernels.gather_rows,
-            dim=self.capacity,
-            inputs=[ids, num_envs, data.qpos, data.qvel],
-            outputs=[s.qpos, s.qvel],
-        )
-        _kinematics(self.model, s, self.lin_vel, self.ang_vel)
-        wp.launch(
-            kernels.scatter_kinematics,
-            dim=self.capacity,
-            inputs=[
-                ids,
-                num_envs,
-                s.xpos,
-                s.xquat,
-                s.xmat,
-                self.lin_vel,
-                self.ang_vel,
-                s.site_xpos,
-                s.site_xmat,
-                s.sensordata,
-            ],
-            outputs=[
-                data.xpos,
-                data.xquat,
-                data.xmat,
-                lin_vel,
-                ang_vel,
-                data.site_xpos,
-                data.site_xmat,
-                data.sensordata,
-            ],
-        )
-
-
-def _kinematics(model: mjw.Model, data: mjw.Data, lin_vel: wp.array, ang_vel: wp.array) -> None:
-    """Positions, velocities and sensors from qpos/qvel alone (no collision, no dynamics)."""
-    mjw.kinematics(model, data)
-    mjw.com_pos(model, data)
-    mjw.com_vel(model, data)
-    mjw.sensor_pos(model, data)
-    mjw.sensor_vel(model, data)
-    wp.launch(
-        kernels.body_link_velocity,
-        dim=(data.nworld, model.nbody),
-        inputs=[data.cvel, data.subtree_com, data.xpos, model.body_rootid],
-        outputs=[lin_vel, ang_vel],
-    )
 
 
 def _warp_arrays(obj: object, prefix: str = "") -> Iterator[tuple[str, wp.array]]:

@@ -9,11 +9,8 @@ public API.
 
 from unilab_gpu.terrain.generator import (
     MAX_TERRAIN_SAMPLES,
-    SubTerrainCfg,
-    TerrainCfg,
     TerrainGrid,
     assign_columns,
-    check_terrain_cfg,
     estimate_terrain_bytes,
     generate_terrain,
     level_difficulties,
@@ -26,6 +23,7 @@ from unilab_gpu.terrain.sub_terrains import (
     pyramid_stairs,
     random_rough,
 )
+from unilab_gpu.terrain.terrain_cfg import SubTerrainCfg, TerrainCfg, check_terrain_cfg
 
 __all__ = [
     "MAX_TERRAIN_SAMPLES",

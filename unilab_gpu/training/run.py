@@ -37,8 +37,9 @@ from unilab_gpu.rl.checkpoint import (
 from unilab_gpu.rl.distributed import DataParallel
 from unilab_gpu.rl.logger import Progress, TrainLogger, WandbRun
 from unilab_gpu.rl.off_policy_config import run_updates
-from unilab_gpu.rl.trainer import OffPolicyTrainer, Trainer, TrainerSettings
-from unilab_gpu.sim.simulator import scene_xml
+from unilab_gpu.rl.off_policy_trainer import OffPolicyTrainer
+from unilab_gpu.rl.trainer import Trainer, TrainerSettings
+from unilab_gpu.sim.model_files import scene_xml
 from unilab_gpu.training.config import ConfigError
 from unilab_gpu.training.resume_check import (
     built_mismatches,
@@ -231,7 +232,7 @@ def check_resumable(cfg: DictConfig, checkpoint: dict) -> None:
 def make_trainer(
     env: ManagerBasedRlEnv, cfg: DictConfig, seed: int, data_parallel: DataParallel | None = None
 ) -> Trainer:
-    """The trainer of ``cfg.algo``: SAC/FlashSAC's :class:`~unilab_gpu.rl.trainer.OffPolicyTrainer`,
+    """The trainer of ``cfg.algo``: SAC/FlashSAC's :class:`~unilab_gpu.rl.off_policy_trainer.OffPolicyTrainer`,
     or RSL-RL's PPO runner (``algo=ppo``, :class:`~unilab_gpu.rl.ppo.PpoTrainer`). In a
     data-parallel run the ``total_env_steps`` are shared by all ranks."""
     algo_values = algo_mapping(cfg)

@@ -1,34 +1,26 @@
-"""The motion command: which reference frame each row tracks, and the reference state there."""
+"""The motion command: which reference frame each row tracks, and the reference state there.
+
+Its motion table (which clips, as one device table) is built by
+:mod:`~unilab_gpu.tasks.tracking.motion_table`; where episodes start, and the state staged there, is
+:mod:`~unilab_gpu.tasks.tracking.episode_starts`'s.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 
 from unilab_gpu.managers.row_buffers import rows_with_dummy, valid_row_mean
 from unilab_gpu.managers.term_spec import term
-from unilab_gpu.motion import (
-    ORDERS,
-    AdaptiveStartSampler,
-    ClipStartSampler,
-    MotionLibrary,
-    RobotKinematics,
-    UniformStartSampler,
-    load_motion,
-    synthesize_clip,
-)
-from unilab_gpu.motion.blend import blend_in_from_keyframe
-from unilab_gpu.motion.motion_set import resolve_motion_set
+from unilab_gpu.motion import AdaptiveStartSampler, ClipStartSampler, UniformStartSampler
+from unilab_gpu.tasks.tracking.episode_starts import EpisodeStarts
+from unilab_gpu.tasks.tracking.motion_table import load_motion_table
 from unilab_gpu.tasks.tracking.terminations import ThresholdCurriculum
-from unilab_gpu.utils.ranges import clamp_to, low_and_span
 from unilab_gpu.utils.rotations import (
     quat_apply,
-    quat_apply_inverse,
     quat_conjugate,
     quat_error_magnitude,
-    quat_from_euler_xyz,
     quat_mul,
     yaw_quat,
 )
@@ -36,14 +28,6 @@ from unilab_gpu.utils.rotations import (
 if TYPE_CHECKING:
     from unilab_gpu.managers.env_view import EnvView
     from unilab_gpu.managers.reset_staging import ResetStaging
-
-
-def _keyframe_qpos(model, name: str | None, key: str) -> np.ndarray:
-    """``qpos (nq,)`` of the model's keyframe ``name``, or a one-line error naming ``key``."""
-    names = [model.key(k).name for k in range(model.nkey)]
-    if name not in names:
-        raise ValueError(f"{key}: the model has no keyframe {name!r}; its keyframes: {names}")
-    return model.key(name).qpos.copy()
 
 
 SAMPLERS = {"adaptive": AdaptiveStartSampler, "uniform": UniformStartSampler, "start": ClipStartSampler}
@@ -161,55 +145,26 @@ class MotionCommand:
         self.anchor_index = self.body_names.index(anchor_body)
         self.anchor_body_id = int(body_ids[self.anchor_index])
 
-        fps = 1.0 / env.step_dt
-        kinematics = RobotKinematics(env.sim.mj_model)
         where = "commands.motion.params"
-        # Checked with or without files: a typo must not wait for the day files are added.
-        if motion_order not in ORDERS:
-            raise ValueError(f"{where}.motion_order must be one of {list(ORDERS)}, got {motion_order!r}")
-        if motion_files:
-            motion_set = resolve_motion_set(
-                motion_files, motion_weights, key=f"{where}.motion_files", weights_key=f"{where}.motion_weights"
-            )
-            clips = [load_motion(c.path, fps=fps, kinematics=kinematics, order=motion_order) for c in motion_set]
-            names, weights = [c.name for c in motion_set], [c.weight for c in motion_set]
-        else:
-            if motion_weights is not None:
-                raise ValueError("commands.motion.params.motion_weights needs motion_files (one weight per entry)")
-            clips = [synthesize_clip(synthetic_seconds, synthetic_seed, fps=fps, kinematics=kinematics)]
-            names, weights = ["synthetic"], None
-        if blend_in_seconds:
-            standing = _keyframe_qpos(env.sim.mj_model, blend_in_keyframe, f"{where}.blend_in_keyframe")
-            clips = [blend_in_from_keyframe(c, kinematics, standing, blend_in_seconds) for c in clips]
-        self.library = MotionLibrary(
-            clips,
-            joint_names=env.robot.joint_names,
-            body_names=self.body_names,
-            device=device,
-            clip_names=names,
-            clip_weights=weights,
-        )
+        self.library = load_motion_table(
+            env, self.body_names, where, motion_files, motion_weights, motion_order, synthetic_seconds,
+            synthetic_seed, blend_in_seconds, blend_in_keyframe,
+        )  # fmt: skip
         self.sampler = SAMPLERS[sampling](self.library, **(adaptive or {}) if sampling == "adaptive" else {})
         if not 0.0 <= first_frame_share <= 1.0:
             share = first_frame_share
             raise ValueError(f"{where}.first_frame_share must be a share of episodes in [0, 1], got {share}")
-        self.first_frame_share = float(first_frame_share)
-        self._first_frames = ClipStartSampler(self.library)
         self.termination_curriculum = ThresholdCurriculum(
             device, **({"start_scale": 1.0} if termination_curriculum is None else termination_curriculum)
         )
         """Its ``scale`` (0-d) multiplies the failure thresholds of the tracking terminations."""
         self._curriculum_learns = termination_curriculum is not None
 
-        zero6 = [[0.0, 0.0]] * 6
-        self._pose_lo, self._pose_span = low_and_span(pose_range or zero6, 6, f"{where}.pose_range", device)
-        self._vel_lo, self._vel_span = low_and_span(velocity_range or zero6, 6, f"{where}.velocity_range", device)
-        self._joint_lo, self._joint_span = low_and_span(
-            [joint_position_range or [0.0, 0.0]], 1, f"{where}.joint_position_range", device
-        )
-        self._soft_lo, self._soft_hi = env.robot.soft_joint_limits(soft_joint_limit_ratio)
-        self._qpos_joints = env.robot.qpos_slice
-        self._qvel_joints = env.robot.qvel_slice
+        self.starts = EpisodeStarts(
+            self.library, self.sampler, first_frame_share, env.robot, where, device, pose_range, velocity_range,
+            joint_position_range, soft_joint_limit_ratio,
+        )  # fmt: skip
+        """Where the rows' episodes start and the state staged there."""
 
         j, b = env.robot.num_joints, len(self.body_names)
         self._clip_storage, self.clip = rows_with_dummy(n, dtype=torch.int64, device=device)
@@ -232,7 +187,6 @@ class MotionCommand:
         self.body_quat_relative_w = torch.zeros(n, b, 4, device=device)
         self._robot = env.robot
         self._sim_state = env.sim.state
-        self._fixed_starts: tuple[torch.Tensor, torch.Tensor] | None = None  # see fix_starts()
         self._env = env  # fix_starts() asks it whether the step is still open to Python-level changes
         if self._curriculum_learns:
             env.stats.register("motion/termination_scale", self.termination_curriculum.scale)
@@ -348,30 +302,19 @@ class MotionCommand:
     def reset(self, staging: ResetStaging) -> None:
         """Start the staged rows (padded with num_envs) at sampled frames; stage their state."""
         env_ids = staging.env_ids
-        rows = env_ids.shape[0]
         valid = env_ids < self.num_envs
         self.sampler.update(self._clip_storage[env_ids], self._frame_storage[env_ids], staging.episode_failed, valid)
         self.termination_curriculum.update(staging.episode_failed, valid)
-        u = torch.rand(2, rows, device=self.device)
-        clip, frame = self.place_start(u[0], u[1])
-        if self._fixed_starts is not None:
-            clip, frame = self._fixed_starts[0][env_ids], self._fixed_starts[1][env_ids]
+        clip, frame = self.starts.draw(env_ids)
         self._clip_storage.index_copy_(0, env_ids, clip)
         self._frame_storage.index_copy_(0, env_ids, frame)
         ref = self._load_reference(clip, frame, env_ids)
-        self._stage_state(ref, rows, staging)
+        self.starts.stage_state(ref, staging)
 
     def place_start(self, u: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Episode starts (clip, frame), int64 ``(N,)`` each, from uniform numbers ``u``, ``v`` in
-        [0, 1) ``(N,)``: ``u < first_frame_share`` picks frame 0 of a clip drawn by weight (from
-        ``u / share``), the rest go to the sampler (with ``u`` stretched back over [0, 1)), so one
-        number decides both and the sampler's distribution is unchanged."""
-        share = self.first_frame_share
-        first = u < share
-        clip0, frame0 = self._first_frames.place(u / max(share, 1e-12), v)
-        rest = ((u - share) / max(1.0 - share, 1e-12)).clamp(0.0, 1.0 - 1e-7)
-        clip, frame = self.sampler.place(rest, v)
-        return torch.where(first, clip0, clip), torch.where(first, frame0, frame)
+        [0, 1) ``(N,)`` (:meth:`EpisodeStarts.place <unilab_gpu.tasks.tracking.episode_starts.EpisodeStarts.place>`)."""
+        return self.starts.place(u, v)
 
     def fix_starts(self, clip: torch.Tensor, frame: torch.Tensor) -> None:
         """From the next reset on, row ``i`` starts every episode at ``frame[i]`` of ``clip[i]``
@@ -389,13 +332,7 @@ class MotionCommand:
                 "whether starts are sampled; call fix_starts before the env's first reset(), or build it with "
                 "compile=False, capture=False"
             )
-        if clip.shape != (self.num_envs,) or frame.shape != (self.num_envs,):
-            raise ValueError(f"fix_starts: clip and frame must have shape ({self.num_envs},)")
-        length = self.library.clip_length[clip]
-        if bool(((frame < 0) | (frame >= length)).any()):
-            raise ValueError("fix_starts: every frame must lie inside its clip")
-        pad = torch.zeros(1, dtype=torch.int64, device=self.device)
-        self._fixed_starts = (torch.cat([clip.to(self.device), pad]), torch.cat([frame.to(self.device), pad]))
+        self.starts.fix(clip, frame, self.num_envs)
 
     def reference_qpos(self, env_id: int) -> torch.Tensor:
         """Row ``env_id``'s current reference pose as a model ``qpos`` ``(7 + J,)``: root position,
@@ -449,19 +386,3 @@ class MotionCommand:
         heading = heading.expand_as(self.body_quat_w)
         self.body_quat_relative_w.copy_(quat_mul(heading, self.body_quat_w))
         self.body_pos_relative_w.copy_(shift + quat_apply(heading, self.body_pos_w - anchor_pos))
-
-    def _stage_state(self, ref, rows: int, staging: ResetStaging) -> None:
-        """Write the reference root and joint state, plus reset noise, into the staged state."""
-        qpos, qvel = staging.qpos, staging.qvel
-        pose = self._pose_lo + self._pose_span * torch.rand(rows, 6, device=self.device)
-        vel = self._vel_lo + self._vel_span * torch.rand(rows, 6, device=self.device)
-        tilt = quat_from_euler_xyz(pose[:, 3], pose[:, 4], pose[:, 5])
-        root_quat = quat_mul(tilt, ref.root_quat)
-        qpos[:, 0:3] = ref.root_pos + pose[:, :3]
-        qpos[:, 3:7] = root_quat
-        joints = ref.joint_pos + self._joint_lo + self._joint_span * torch.rand_like(ref.joint_pos)
-        qpos[:, self._qpos_joints] = clamp_to(joints, self._soft_lo, self._soft_hi)
-        qvel[:, 0:3] = ref.root_lin_vel + vel[:, :3]
-        # The free joint's angular velocity is expressed in the root frame.
-        qvel[:, 3:6] = quat_apply_inverse(root_quat, ref.root_ang_vel + vel[:, 3:])
-        qvel[:, self._qvel_joints] = ref.joint_vel
