@@ -21,6 +21,7 @@ from unilab_gpu.motion import (
 )
 from unilab_gpu.motion.blend import blend_in_from_keyframe
 from unilab_gpu.motion.motion_set import resolve_motion_set
+from unilab_gpu.tasks.tracking.levers import check_levers
 from unilab_gpu.tasks.tracking.terminations import ThresholdCurriculum
 from unilab_gpu.utils.ranges import clamp_to, low_and_span
 from unilab_gpu.utils.rotations import (
@@ -145,6 +146,13 @@ class MotionCommand:
         joint_position_range: list[float] | None = None,
         soft_joint_limit_ratio: float = 0.9,
     ) -> None:
+        check_levers(
+            first_frame_share=first_frame_share,
+            blend_in_seconds=blend_in_seconds,
+            soft_joint_limit_ratio=soft_joint_limit_ratio,
+            termination_curriculum=termination_curriculum,
+            adaptive=adaptive,
+        )
         if sampling not in SAMPLERS:
             raise ValueError(f"commands.motion.params.sampling must be one of {list(SAMPLERS)}, got '{sampling}'")
         if at_clip_end not in CLIP_END_MODES:
@@ -190,9 +198,6 @@ class MotionCommand:
             clip_weights=weights,
         )
         self.sampler = SAMPLERS[sampling](self.library, **(adaptive or {}) if sampling == "adaptive" else {})
-        if not 0.0 <= first_frame_share <= 1.0:
-            share = first_frame_share
-            raise ValueError(f"{where}.first_frame_share must be a share of episodes in [0, 1], got {share}")
         self.first_frame_share = float(first_frame_share)
         self._first_frames = ClipStartSampler(self.library)
         self.termination_curriculum = ThresholdCurriculum(
