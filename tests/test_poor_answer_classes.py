@@ -57,6 +57,65 @@ def test_sim2sim_numbers_outside_their_range_are_one_line(capsys, argv, message)
     assert stop.value.code == 2 and message in _last_error_line(capsys)
 
 
+@pytest.mark.parametrize(
+    ("command", "argv", "message"),
+    [
+        ("unilab-play", ["--seconds", "1e30", "--video", "v.mp4"], "--seconds must be a number in (0, 3600] (video "
+         "length in env seconds), got 1e+30"),
+        ("unilab-play", ["--seed", "-5"], "--seed must be a whole number in [0, 2**63 - 1], got -5"),
+        ("unilab-play", ["--port", "99999", "--viewer"], "--port must be a whole number in [0, 65535] (a TCP port; 0: "
+         "any free one), got 99999"),
+        ("unilab-play", ["--env", "16", "--video", "v.mp4"], "--env 16 is not a world of the env's 16 (--num-envs); "
+         "expected 0 to 15"),
+        ("sim2sim_benchmark", ["--seconds", "1e30"], "--seconds must be a number in (0, 3600] (simulated seconds per "
+         "case), got 1e+30"),
+        ("sim2sim_benchmark", ["--commands", "0.5,0,0", "20,0,0"], "--commands must be a number in [-10, 10] (each of "
+         "vx, vy, wz, m/s and rad/s), got 20"),
+        ("sim2sim_benchmark", ["--commands", "fast"], "argument --commands: expected three numbers vx,vy,wz such as "
+         "0.5,0,0, got 'fast'"),
+        ("peers_benchmark", ["--trials", "0"], "--trials must be a whole number in [1, 65536] (tracking: trials per "
+         "set), got 0"),
+        ("peers_benchmark", ["--seconds", "nan"], "--seconds must be a number in (0, 3600] (locomotion: simulated "
+         "seconds per command), got nan"),
+        ("bench_distributed", ["--ranks", "2", "0"], "--ranks must be a whole number >= 1 (processes of one world "
+         "size), got 0"),
+    ],
+)  # fmt: skip
+def test_every_command_bounds_its_numbers_in_one_line(tmp_path, capsys, monkeypatch, command, argv, message) -> None:
+    """Before: ``unilab-play --seconds 1e30 --video`` rendered without end and ``--seed -5`` was a TypeError
+    traceback; the benchmark scripts ran ``--seconds 1e30``, parsed ``--commands fast`` into a ValueError
+    traceback and started ``--ranks 0``. Every one goes through ``cli.arguments.check_bounds``."""
+    monkeypatch.chdir(tmp_path)
+    policy = [str(VELOCITY)]
+    if command == "unilab-play":
+        from unilab_gpu.cli.play import main as play_main
+
+        run = lambda: play_main(["--onnx", *policy, *argv])  # noqa: E731
+    elif command == "sim2sim_benchmark":
+        run = lambda: load_script(command).main([*policy, "--out", "o.json", *argv])  # noqa: E731
+    elif command == "peers_benchmark":
+        run = lambda: load_script(command).main(["--out", "o.json", *argv])  # noqa: E731
+    else:
+        monkeypatch.setattr("sys.argv", [f"{command}.py", "--out", "o.json", *argv])
+        run = load_script(command).main
+    with pytest.raises(SystemExit) as stop:
+        run()
+    assert stop.value.code == 2 and _last_error_line(capsys) == f"{command}: error: {message}"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sim2sim_benchmark_answers_a_policy_s_refusal_in_one_line(tmp_path, capsys) -> None:
+    """``--seconds 0.001`` (under one control step) was a DeploymentError traceback."""
+    out = tmp_path / "o.json"
+    argv = [str(VELOCITY), "--out", str(out), "--commands", "0.5,0,0", "--seconds", "0.001"]
+    assert load_script("sim2sim_benchmark").main(argv) == 2
+    assert _last_error_line(capsys) == (
+        "sim2sim_benchmark: error: --seconds 0.001 is less than one control step of the policy (0.02 s); "
+        "nothing would run"
+    )
+    assert not out.exists()
+
+
 def test_eval_reads_whole_numbers_as_written(capsys, monkeypatch) -> None:
     """``--rows-per-column 1e8`` was argparse's "invalid int value"; it is the number it writes, which the
     evaluation then bounds by the terrain's columns and levels."""
@@ -250,6 +309,30 @@ def test_demo_numbers_outside_their_range_are_one_line(capsys, argv, message) ->
     with pytest.raises(SystemExit) as stop:
         demo_main(argv)
     assert stop.value.code == 2 and _last_error_line(capsys) == f"unilab-demo: error: {message}"
+
+
+def test_ctrl_c_during_an_export_is_one_line_and_keeps_the_old_file(tmp_path, capsys, monkeypatch) -> None:
+    """Ctrl-C while ``unilab-export`` writes: exit 130 in one line, the earlier file intact, no temporary left."""
+    pytest.importorskip("onnx")
+    from test_cli_train import TINY
+
+    from unilab_gpu.cli.export import INTERRUPTED_EXIT_CODE
+    from unilab_gpu.cli.export import main as export_main
+    from unilab_gpu.cli.train import main as train_main
+
+    run_dir = tmp_path / "run"
+    assert train_main([*TINY, "total_env_steps=8", f"run_dir={run_dir}", "export_onnx=false"]) == 0
+    out = tmp_path / "policy.onnx"
+    out.write_bytes(b"old policy")
+    capsys.readouterr()
+
+    def ctrl_c(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", ctrl_c)  # the atomic write's last step before the rename
+    assert export_main([str(run_dir), "--out", str(out), "--force"]) == INTERRUPTED_EXIT_CODE == 130
+    assert capsys.readouterr().err == "unilab-export: interrupted; nothing written\n"
+    assert out.read_bytes() == b"old policy" and sorted(p.name for p in tmp_path.iterdir()) == ["policy.onnx", "run"]
 
 
 # -- misleading --------------------------------------------------------------------------------

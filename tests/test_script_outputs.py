@@ -142,6 +142,6 @@ def test_sim2sim_benchmark_reads_backward_commands_as_values():
     # "-0.3,0,0" is a command, not an unknown option (argparse's own rule knows single numbers only).
     script = load_script("sim2sim_benchmark")
     args = script.parse_args(["p.onnx", "--out", "o.json", "--commands", "0.5,0,0", "-0.3,0,0", "0,-0.3,-.8"])
-    assert args.commands == ["0.5,0,0", "-0.3,0,0", "0,-0.3,-.8"]
+    assert args.commands == [[0.5, 0.0, 0.0], [-0.3, 0.0, 0.0], [0.0, -0.3, -0.8]]
     with pytest.raises(SystemExit):  # a real unknown option is still refused
         script.parse_args(["p.onnx", "--out", "o.json", "--comands", "0.5,0,0"])

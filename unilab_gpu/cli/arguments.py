@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Mapping
+from typing import Any
 
 from unilab_gpu.utils.checks import Bound, shown
 
@@ -21,6 +22,12 @@ robot's walking speed (``unilab-eval --terrain``, ``unilab-sim2sim``)."""
 
 MAX_SECONDS = 3600.0
 """Longest run of one simulated robot a command takes (``--seconds``): an hour."""
+
+SEED = Bound(0, (1 << 63) - 1, integer=True)
+"""Every command's ``--seed`` (torch's generators take 64-bit seeds)."""
+
+PORT = Bound(0, 65535, integer=True, meaning="a TCP port; 0: any free one")
+"""A ``--port`` option."""
 
 
 def whole(text: str) -> int:
@@ -38,12 +45,28 @@ def whole(text: str) -> int:
     return int(value)
 
 
+def velocity_command(text: str) -> list[float]:
+    """argparse ``type`` of a velocity command ``vx,vy,wz`` (m/s, rad/s): three finite numbers; their
+    range is the option's :class:`Bound` (``MAX_COMMAND``)."""
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) != 3 or not all(math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(f"expected three numbers vx,vy,wz such as 0.5,0,0, got {text!r}")
+    return values
+
+
 def check_bounds(parser: argparse.ArgumentParser, args: argparse.Namespace, bounds: Mapping[str, Bound]) -> None:
     """``parser.error`` (one line, exit status 2) for the first option in ``bounds`` (``"--seconds"``)
-    whose value, or one of whose values (``nargs``, ``append``), is outside its :class:`Bound`;
+    whose value, or one of whose values (``nargs``, ``append``, both), is outside its :class:`Bound`;
     options left at ``None`` are not checked."""
     for option, bound in bounds.items():
-        value = getattr(args, option.lstrip("-").replace("-", "_"))
-        for number in value if isinstance(value, list | tuple) else [value]:
+        for number in _numbers(getattr(args, option.lstrip("-").replace("-", "_"))):
             if number is not None and not (math.isfinite(number) and bound.holds(number)):
                 parser.error(f"{option} must be {bound.expected()}, got {shown(number)}")
+
+
+def _numbers(value: Any) -> list[Any]:
+    """The numbers of an option's value: itself, or those of its lists (``append`` of ``nargs``)."""
+    return [n for item in value for n in _numbers(item)] if isinstance(value, list | tuple) else [value]
