@@ -77,6 +77,8 @@ def test_sim2sim_numbers_outside_their_range_are_one_line(capsys, argv, message)
          "set), got 0"),
         ("peers_benchmark", ["--seconds", "nan"], "--seconds must be a number in (0, 3600] (locomotion: simulated "
          "seconds per command), got nan"),
+        ("unilab-doctor", ["--num-envs", "2.5"], "argument --num-envs: expected a whole number, got '2.5'"),
+        ("unilab-bench", ["--seed", "-1"], "--seed must be a whole number in [0, 2**63 - 1], got -1"),
         ("bench_distributed", ["--ranks", "2", "0"], "--ranks must be a whole number >= 1 (processes of one world "
          "size), got 0"),
     ],
@@ -91,6 +93,12 @@ def test_every_command_bounds_its_numbers_in_one_line(tmp_path, capsys, monkeypa
         from unilab_gpu.cli.play import main as play_main
 
         run = lambda: play_main(["--onnx", *policy, *argv])  # noqa: E731
+    elif command in ("unilab-doctor", "unilab-bench"):
+        from unilab_gpu.cli.bench import main as bench_main
+        from unilab_gpu.cli.doctor import main as doctor_main
+
+        main = doctor_main if command == "unilab-doctor" else bench_main
+        run = lambda: main(["--out", "o.json", *argv])  # noqa: E731
     elif command == "sim2sim_benchmark":
         run = lambda: load_script(command).main([*policy, "--out", "o.json", *argv])  # noqa: E731
     elif command == "peers_benchmark":
