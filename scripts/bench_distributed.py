@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from unilab_gpu.cli.arguments import Bound, check_bounds, whole
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.agents import TINY_CONFIGS, algo_config, make_agent
@@ -135,20 +136,31 @@ def launcher(args: argparse.Namespace) -> None:
     print(f"wrote {args.out}")
 
 
+BOUNDS = {
+    "--ranks": Bound(1, integer=True, meaning="processes of one world size"),
+    "--num-envs": Bound(1, integer=True, meaning="envs per rank"),
+    "--iterations": Bound(1, integer=True, meaning="timed iterations per rank"),
+    "--warmup": Bound(0, integer=True, meaning="untimed iterations"),
+}
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="bench_distributed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--worker", action="store_true", help="be one rank (torchrun's environment)")
-    parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2], help="world sizes to run (launcher)")
+    parser.add_argument("--ranks", type=whole, nargs="+", default=[1, 2], help="world sizes to run (launcher)")
     parser.add_argument("--task", default="pendulum")
     parser.add_argument("--algo", default="sac", choices=sorted(TINY_CONFIGS))
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--num-envs", type=int, default=16, help="envs per rank")
-    parser.add_argument("--iterations", type=int, default=200, help="timed iterations per rank")
-    parser.add_argument("--warmup", type=int, default=20, help="untimed iterations first")
+    parser.add_argument("--num-envs", type=whole, default=16, help="envs per rank")
+    parser.add_argument("--iterations", type=whole, default=200, help="timed iterations per rank")
+    parser.add_argument("--warmup", type=whole, default=20, help="untimed iterations first")
     parser.add_argument("--append", action="store_true", help="add the rows to an existing --out report")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--force", action="store_true", help="replace an existing --out report")
     args = parser.parse_args()
+    check_bounds(parser, args, BOUNDS)
     if not args.worker:  # found out now, not after every world size has run (--append extends the file)
         try:
             check_output(args.out, "--out", force=args.force or args.append, example="distributed.json")

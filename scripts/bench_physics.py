@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from unilab_gpu.cli.arguments import Bound, check_bounds, whole
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.profiling.physics_timer import PhysicsTimer
 from unilab_gpu.sim.capture import capture_unsupported_reason
@@ -30,18 +31,25 @@ def time_steps(sim: Simulator, substeps: int, steps: int) -> np.ndarray:
     return PhysicsTimer(sim, substeps, capture).time(steps)
 
 
+BOUNDS = {
+    "--num-envs": Bound(1, integer=True, meaning="worlds of one row"),
+    "--substeps": Bound(1, integer=True, meaning="physics steps per env step"),
+    "--steps": Bound(1, integer=True, meaning="timed env steps per size"),
+}
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="bench_physics", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--num-envs", type=int, nargs="+", default=[16, 64, 256])
-    parser.add_argument("--substeps", type=int, default=4, help="physics steps per env step (decimation)")
-    parser.add_argument("--steps", type=int, default=30, help="timed env steps per size")
+    parser.add_argument("--num-envs", type=whole, nargs="+", default=[16, 64, 256])
+    parser.add_argument("--substeps", type=whole, default=4, help="physics steps per env step (decimation)")
+    parser.add_argument("--steps", type=whole, default=30, help="timed env steps per size")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--force", action="store_true", help="replace an existing --out file")
     args = parser.parse_args(argv)
-    for option, value in (("--num-envs", min(args.num_envs)), ("--substeps", args.substeps), ("--steps", args.steps)):
-        if value < 1:
-            raise SystemExit(f"bench_physics: error: {option} must be >= 1, got {value}")
+    check_bounds(parser, args, BOUNDS)
     try:  # found out now, not after minutes of measuring
         check_output(args.out, "--out", force=args.force, example="physics.json")
     except OutputPathError as error:

@@ -53,6 +53,7 @@ from typing import Any
 import torch
 
 from unilab_gpu.__main__ import CPU_ENVS, CPU_OVERRIDES
+from unilab_gpu.cli.arguments import SEED, Bound, check_bounds, whole
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.rl.agents import algo_config, make_agent
@@ -230,23 +231,31 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return out
 
 
+BOUNDS = {
+    "--warm-updates": Bound(1, integer=True, meaning="untimed updates"),
+    "--updates": Bound(1, integer=True, meaning="updates per timed block"),
+    "--blocks": Bound(1, integer=True, meaning="timed blocks"),
+    "--iterations": Bound(1, integer=True, meaning="training iterations per timed block"),
+    "--seed": SEED,
+}
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="bench_update", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--presets", nargs="+", choices=sorted(PRESETS), default=["learning_curve", "main_job"])
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=["eager", "compiled"])
-    parser.add_argument("--warm-updates", type=int, default=4, help="untimed updates first (compile, capture)")
-    parser.add_argument("--updates", type=int, default=10, help="updates per timed block")
-    parser.add_argument("--blocks", type=int, default=5, help="timed blocks of updates (the median is reported)")
-    parser.add_argument("--iterations", type=int, default=5, help="training iterations per timed block")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--warm-updates", type=whole, default=4, help="untimed updates first (compile, capture)")
+    parser.add_argument("--updates", type=whole, default=10, help="updates per timed block")
+    parser.add_argument("--blocks", type=whole, default=5, help="timed blocks of updates (the median is reported)")
+    parser.add_argument("--iterations", type=whole, default=5, help="training iterations per timed block")
+    parser.add_argument("--seed", type=whole, default=0)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--force", action="store_true", help="replace an existing --out file")
     args = parser.parse_args(argv)
-    for option in ("warm_updates", "updates", "blocks", "iterations"):
-        value = getattr(args, option)
-        if value < 1:
-            raise SystemExit(f"bench_update: error: --{option.replace('_', '-')} must be >= 1, got {value}")
+    check_bounds(parser, args, BOUNDS)
     try:  # a CUDA device this machine lacks is one line, not a traceback from the first trainer
         args.device = str(resolve_device(args.device))
     except ValueError as error:

@@ -26,6 +26,7 @@ import msgspec
 import viser
 from websockets.sync.client import connect
 
+from unilab_gpu.cli.arguments import Bound, check_bounds, whole
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.profiling.machine_info import machine_info
 from unilab_gpu.training.config import compose_train_config, resolve_auto
@@ -79,18 +80,23 @@ def window(trainer, iterations: int) -> float:
     return iterations * trainer.env.num_envs / (time.perf_counter() - start)
 
 
+BOUNDS = {
+    "--iterations": Bound(1, integer=True, meaning="iterations per window"),
+    "--rounds": Bound(1, integer=True, meaning="pairs of windows"),
+    "--worlds": Bound(1, integer=True, meaning="worlds the viewer shows"),
+}
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="bench_viewer", description=__doc__.split("\n")[0])
     parser.add_argument("--overrides", nargs="*", default=["algo.warmup_steps=2"], help="train config overrides")
-    parser.add_argument("--iterations", type=int, default=20, help="iterations per window")
-    parser.add_argument("--rounds", type=int, default=8, help="pairs of windows (off, on)")
-    parser.add_argument("--worlds", type=int, default=4)
+    parser.add_argument("--iterations", type=whole, default=20, help="iterations per window")
+    parser.add_argument("--rounds", type=whole, default=8, help="pairs of windows (off, on)")
+    parser.add_argument("--worlds", type=whole, default=4)
     parser.add_argument("--out", type=Path, default=None, help="JSON file")
     parser.add_argument("--force", action="store_true", help="replace an existing --out file")
     args = parser.parse_args(argv)
-    for option, value in (("--iterations", args.iterations), ("--rounds", args.rounds), ("--worlds", args.worlds)):
-        if value < 1:
-            raise SystemExit(f"bench_viewer: error: {option} must be >= 1, got {value}")
+    check_bounds(parser, args, BOUNDS)
     if args.out is not None:
         try:  # found out now, not after the measurement
             check_output(args.out, "--out", force=args.force, example="viewer.json")

@@ -43,6 +43,8 @@ import mujoco
 import numpy as np
 import torch
 
+from unilab_gpu.cli.arguments import MAX_SECONDS, Bound, check_bounds, whole
+from unilab_gpu.cli.eval import MAX_TRIALS
 from unilab_gpu.deploy.rotations import quat_mul
 from unilab_gpu.evaluation.metrics import TrackedState, tracking_errors
 from unilab_gpu.evaluation.tracking import start_frames
@@ -482,12 +484,19 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+BOUNDS = {
+    "--seconds": Bound(0, MAX_SECONDS, low_open=True, meaning="locomotion: simulated seconds per command"),
+    "--trials": Bound(1, MAX_TRIALS, integer=True, meaning="tracking: trials per set"),
+    "--tracking-seconds": Bound(0, MAX_SECONDS, low_open=True, meaning="tracking: the clip's first seconds"),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="peers_benchmark", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="the JSON report (required unless --diagnose)")
     parser.add_argument("--png", type=Path, default=None)
     parser.add_argument("--seconds", type=float, default=20.0, help="locomotion: seconds per command")
-    parser.add_argument("--trials", type=int, default=16, help="tracking: trials per set")
+    parser.add_argument("--trials", type=whole, default=16, help="tracking: trials per set")
     parser.add_argument("--tracking-seconds", type=float, default=None, help="tracking: the clip's first S s only")
     parser.add_argument("--tracker", default=None, help="our tracking policy (an export) to add")
     parser.add_argument("--tracker-motion", default=None, help="the dance clip our tracker follows")
@@ -500,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="an MJCF in place of the project's G1 (a model variant)")
     parser.add_argument("--force", action="store_true")
     args = parser.parse_args(argv)
+    check_bounds(parser, args, BOUNDS)
     if args.out is None and args.diagnose is None:
         parser.error("--out is required (or --diagnose OUT.json)")
     for option, path in (("--out", args.out), ("--png", args.png), ("--markdown", args.markdown)):

@@ -16,7 +16,6 @@ robot there) and is scaled to ``--width``. A few hundred KB for
 from __future__ import annotations
 
 import argparse
-import math
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import imageio_ffmpeg
 
+from unilab_gpu.cli.arguments import MAX_SECONDS, Bound, check_bounds, whole
 from unilab_gpu.cli.play import main as play_main
 from unilab_gpu.utils.files import check_output, write_atomic
 
@@ -42,25 +42,34 @@ def mp4_to_gif(mp4: Path, fps: float, width: int, crop: float = 1.0) -> bytes:
     return subprocess.run(command, check=True, capture_output=True).stdout
 
 
+MAX_WIDTH = 4096
+"""Widest GIF (pixels), a 4K frame: the video it is cut from is 640 pixels wide."""
+MAX_FPS = 50.0
+"""Most GIF frames a second: the video has one frame per 50 Hz control step, a GIF cannot show more."""
+
+BOUNDS = {
+    "--seconds": Bound(0, MAX_SECONDS, low_open=True, meaning="env seconds"),
+    "--width": Bound(2, MAX_WIDTH, integer=True, meaning="GIF width in pixels"),
+    "--fps": Bound(0, MAX_FPS, low_open=True, meaning="GIF frames a second"),
+    "--crop": Bound(0, 1, low_open=True, meaning="centre fraction kept"),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     play_args = args[args.index("--") + 1 :] if "--" in args else []
     args = args[: args.index("--")] if "--" in args else args
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="rollout_gif", description=__doc__.split("\n")[0])
     parser.add_argument("run", help="run folder or checkpoint (as for unilab-play)")
     parser.add_argument("out", type=Path, help="the GIF to write")
     parser.add_argument("--seconds", type=float, default=3.0, help="env seconds (default 3)")
-    parser.add_argument("--width", type=int, default=288, help="GIF width in pixels (default 288)")
+    parser.add_argument("--width", type=whole, default=288, help="GIF width in pixels (default 288)")
     parser.add_argument("--fps", type=float, default=12.5, help="GIF frames a second (default 12.5)")
     parser.add_argument("--crop", type=float, default=0.75, help="centre fraction kept (default 0.75)")
     parser.add_argument("--force", action="store_true", help="replace an existing OUT")
     options = parser.parse_args(args)
+    check_bounds(parser, options, BOUNDS)
     try:
-        for option, value in (("--seconds", options.seconds), ("--fps", options.fps), ("--crop", options.crop)):
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{option} must be a finite number > 0, got {value}")
-        if options.crop > 1 or options.width < 2:
-            raise ValueError(f"--crop must be at most 1 and --width at least 2, got {options.crop} and {options.width}")
         check_output(options.out, "OUT", force=options.force, example="rollout.gif")
     except ValueError as error:
         print(f"rollout_gif: error: {error}", file=sys.stderr)

@@ -26,11 +26,12 @@ from pathlib import Path
 
 import imageio.v3 as iio
 
+from unilab_gpu.cli.arguments import MAX_COMMAND, MAX_SECONDS, Bound, check_bounds, velocity_command
 from unilab_gpu.cli.play import play
-from unilab_gpu.deploy import PolicyFile
+from unilab_gpu.deploy import DeploymentError, PolicyFile
 from unilab_gpu.export.sim2sim import Scenario, sim2sim
 from unilab_gpu.profiling.machine_info import machine_info
-from unilab_gpu.utils.files import check_output, portable_paths, write_atomic, write_json_atomic
+from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_atomic, write_json_atomic
 
 TRAINING_ENV_KEYS = (
     "velocity/lin_vel_error_mps",
@@ -60,11 +61,18 @@ def training_env(policy: Path, meta: dict, seconds: float, command: list[float] 
     }
 
 
+BOUNDS = {
+    "--commands": Bound(-MAX_COMMAND, MAX_COMMAND, meaning="each of vx, vy, wz, m/s and rad/s"),
+    "--seconds": Bound(0, MAX_SECONDS, low_open=True, meaning="simulated seconds per case"),
+    "--frame-seconds": Bound(0, MAX_SECONDS, low_open=True, meaning="simulated seconds before the frame"),
+}
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="sim2sim_benchmark", description=__doc__.split("\n")[0])
     parser.add_argument("policy", type=Path)
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--commands", nargs="*", default=[], help="velocity commands vx,vy,wz")
+    parser.add_argument("--commands", nargs="*", type=velocity_command, default=[], help="velocity commands vx,vy,wz")
     parser.add_argument("--motion", default=None, help="tracking: the reference (default: the policy's)")
     parser.add_argument("--seconds", type=float, default=None, help="default: 20 s (velocity), the clip (tracking)")
     parser.add_argument("--frame", type=Path, default=None, help="also write a PNG frame of the MuJoCo C run")
@@ -73,16 +81,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     # argparse takes a value starting with "-" for an option unless it looks like one negative
     # number; a backward command "-0.3,0,0" is a comma list, so widen that rule to such lists.
     parser._negative_number_matcher = re.compile(r"^-\d*\.?\d+(,-?\d*\.?\d+)*$")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    check_bounds(parser, args, BOUNDS)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        return benchmark(args, argv)
+    except (DeploymentError, OutputPathError, OSError) as error:  # a bad policy or --seconds, a full disk
+        print(f"sim2sim_benchmark: error: {error}", file=sys.stderr)
+        return 2
+
+
+def benchmark(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """Run the cases of ``args`` and write the report."""
     for option, path in (("--out", args.out), ("--frame", args.frame)):
         if path is not None:
             check_output(path, option, force=args.force, inputs=[args.policy], example=f"out{path.suffix}")
     meta = PolicyFile(args.policy).metadata
-    commands = [[float(v) for v in c.split(",")] for c in args.commands] or [None]
+    commands = args.commands or [None]
     cases = []
     for command in commands:
         report = sim2sim(Scenario(args.policy, command, args.motion, args.seconds))

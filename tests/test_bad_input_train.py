@@ -239,7 +239,7 @@ def test_checkpoint_of_another_action_size_is_refused(run_dir, capsys):
 def test_play_refuses_non_positive_counts(capsys, option):
     with pytest.raises(SystemExit) as exit_info:
         play_main(["some_run", option, "-1"])
-    assert exit_info.value.code == 2 and f"{option} must be >= 1, got -1" in capsys.readouterr().err
+    assert exit_info.value.code == 2 and f"{option} must be a whole number >= 1 (" in capsys.readouterr().err
 
 
 def test_non_finite_action_count_reaches_tensorboard_and_console(tmp_path, capsys, monkeypatch):
@@ -553,7 +553,10 @@ def test_play_refuses_non_finite_seconds_and_corrupt_onnx(tmp_path, capsys):
     pytest.importorskip("onnxruntime")
     with pytest.raises(SystemExit) as exit_info:
         play_main(["run", "--seconds", "nan"])
-    assert exit_info.value.code == 2 and "--seconds must be a finite number > 0, got nan" in capsys.readouterr().err
+    assert (
+        exit_info.value.code == 2
+        and "--seconds must be a number in (0, 3600] (video length in env seconds), got nan" in capsys.readouterr().err
+    )
     corrupt = tmp_path / "policy.onnx"
     corrupt.write_bytes(b"\x08\x07garbage that is no protobuf")
     assert play_main(["--onnx", str(corrupt), "--num-envs", "1", "--device", "cpu"]) == 2

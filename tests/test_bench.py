@@ -51,13 +51,17 @@ def test_report_schema_and_arithmetic(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]  # the atomic write cleaned up
 
 
-def test_bad_arguments_name_the_option(tmp_path: Path) -> None:
+def test_bad_arguments_name_the_option(tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit, match="--task: unknown task 'nope'"):
         main(["--task", "nope", "--out", str(tmp_path / "x.json")])
-    with pytest.raises(SystemExit, match="--num-envs: every size must be >= 1, got \\[4, 0\\]"):
-        main(["--task", "pendulum", "--num-envs", "4", "0", "--out", str(tmp_path / "x.json")])
-    with pytest.raises(SystemExit, match="--window must be >= 1, got 0"):
-        main(["--task", "pendulum", "--window", "0", "--out", str(tmp_path / "x.json")])
+    for argv, message in (
+        (["--num-envs", "4", "0"], "--num-envs must be a whole number >= 1 (each size), got 0"),
+        (["--window", "0"], "--window must be a whole number >= 1 (steps per profiling window), got 0"),
+        (["--seed", "-1"], "--seed must be a whole number in [0, 2**63 - 1], got -1"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            main(["--task", "pendulum", *argv, "--out", str(tmp_path / "x.json")])
+        assert stop.value.code == 2 and capsys.readouterr().err.splitlines()[-1] == f"unilab-bench: error: {message}"
     assert not (tmp_path / "x.json").exists()
 
 

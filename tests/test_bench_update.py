@@ -72,12 +72,14 @@ def test_ratios_compare_each_mode_with_eager_of_the_same_preset():
     ("argv", "message"),
     [
         (["--modes", "captured"], "--modes captured needs a CUDA --device"),
-        (["--updates", "0"], "--updates must be >= 1"),
+        (["--updates", "0"], "--updates must be a whole number >= 1 (updates per timed block), got 0"),
+        (["--seed", "-1"], "--seed must be a whole number in [0, 2**63 - 1], got -1"),
     ],
 )
-def test_bad_options_are_one_line_errors(tmp_path: Path, argv, message) -> None:
-    with pytest.raises(SystemExit, match=message):
+def test_bad_options_are_one_line_errors(tmp_path: Path, capsys, argv, message) -> None:
+    with pytest.raises(SystemExit) as stop:
         bench.main([*argv, "--out", str(tmp_path / "x.json")])
+    assert message in str(stop.value.code) + capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
 
 

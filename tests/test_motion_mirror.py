@@ -130,6 +130,43 @@ def test_robots_that_cannot_be_mirrored_are_refused(replacements, message) -> No
         RobotMirror(_biped(**replacements))
 
 
+@pytest.mark.parametrize(
+    ("range_", "twin"),
+    [
+        ('range="-0.43 2.5"', "[-0.43, 2.5] rad"),  # issue 60: a mirrored pose put the knee 0.43 rad past its limit
+        ('range="0.01 2.5"', "[0.01, 2.5] rad"),  # beyond the 0.001 rad tolerance
+        ("", "unlimited"),
+    ],
+)
+def test_twin_joints_with_ranges_that_are_not_mirror_images_are_refused(range_, twin) -> None:
+    """Mirroring ``right_knee = -0.3`` (inside ``[-0.43, 2.5]``) would set ``left_knee = -0.3``, 0.3 rad past
+    its ``[0, 2.5]``: the robot is refused (by ``unilab-motion mirror`` and ``algo.mirror_fraction`` alike)."""
+    with pytest.raises(MotionFormatError) as caught:
+        RobotMirror(
+            _biped(**{'name="right_knee" axis="0 1 0" range="0 2.5"': f'name="right_knee" axis="0 1 0" {range_}'})
+        )
+    assert str(caught.value) == (
+        f"the robot is not mirror-symmetric: joint 'left_knee' has range [0.0, 2.5] rad, its twin 'right_knee' {twin}; "
+        "expected the twin's range times the mirror sign (+1) to be the joint's, within 0.001 rad"
+    )
+    RobotMirror(
+        _biped(**{'name="right_knee" axis="0 1 0" range="0 2.5"': 'name="right_knee" axis="0 1 0" range="0.0005 2.5"'})
+    )
+
+
+def test_a_flipped_twin_s_range_is_compared_negated() -> None:
+    """A roll hinge's twin turns the other way (sign -1): ``[-0.5, 1.2]`` on the left mirrors ``[-1.2, 0.5]``."""
+    roll = {
+        'name="left_hip" axis="0 1 0" range="-1.5 1.5"': 'name="left_hip" axis="1 0 0" range="-0.5 1.2"',
+        'name="right_hip" axis="0 1 0" range="-1.5 1.5"': 'name="right_hip" axis="1 0 0" range="-1.2 0.5"',
+    }
+    mirror = RobotMirror(_biped(**roll))
+    assert mirror.joint_sign[mirror.joint_names.index("left_hip")] == -1.0
+    with pytest.raises(MotionFormatError, match=r"joint 'left_hip' has range \[-0.5, 1.2\] rad, its twin 'right_hip' "
+                       r"\[-0.5, 1.2\] rad; expected the twin's range times the mirror sign \(-1\)"):  # fmt: skip
+        RobotMirror(_biped(**{**roll, 'range="-1.2 0.5"': 'range="-0.5 1.2"'}))
+
+
 def test_cli_mirror_writes_the_mirror_image(tmp_path, capsys, g1) -> None:
     clip = synthesize_clip(seconds=1.0, seed=2, fps=30.0, kinematics=g1)
     source = save_motion(clip, tmp_path / "walk.npz")

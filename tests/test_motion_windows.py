@@ -32,7 +32,9 @@ def test_windows_are_exact_slices(seconds, overlap, bounds):
         assert window.fps == CLIP.fps and window.joint_names == CLIP.joint_names
 
 
-@pytest.mark.parametrize("seconds, overlap", [(0.01, 0.0), (1.0, 1.0), (1.0, -0.1)])
+@pytest.mark.parametrize(
+    "seconds, overlap", [(0.01, 0.0), (1.0, 1.0), (1.0, -0.1), (1.0, float("nan")), (1.0, float("inf"))]
+)
 def test_bad_windows_are_refused(seconds, overlap):
     with pytest.raises(MotionFormatError, match="'seconds'|'overlap_seconds'"):
         clip_windows(CLIP, seconds, overlap)

@@ -2,10 +2,12 @@
 the expected value in one line:
 
 - nonsense accepted: a CLI number outside its range (``cli.arguments.check_bounds``), a policy file
-  whose metadata lacks a key its version writes (``deploy.policy_file.OPTIONAL_KEYS``);
+  whose metadata lacks a key its version writes (``deploy.policy_file.OPTIONAL_KEYS``), twin joints
+  whose ranges are not mirror images (``motion.mirror.RobotMirror``, in tests/test_motion_mirror.py);
 - tracebacks: metadata names that are not names, keyframe-tool poses and models, a CUDA device the
-  machine lacks;
-- misleading: an ``algo.*`` typo answered with Hydra's "use +key" hint;
+  machine lacks, tracking levers of the wrong type or range (``tasks.tracking.levers``);
+- misleading: an ``algo.*`` typo answered with Hydra's "use +key" hint, a robot config's bad key
+  named ``''`` (``envs.robot_model.load_robot_cfg``);
 - signals: SIGTERM stops ``unilab-eval`` and ``unilab-sim2sim`` as Ctrl-C does
   (``training.signals.stop_signals_interrupt``);
 - run-folder files: no output replaces a file training writes into a run folder (``utils.files.RUN_FILES``).
@@ -27,7 +29,7 @@ from unilab_gpu.cli.sim2sim import main as sim2sim_main
 from unilab_gpu.utils.files import OutputPathError, check_output
 
 ROOT = Path(__file__).resolve().parents[1]
-VELOCITY = ROOT / "docs" / "policies" / "go2_velocity_sac.onnx"  # metadata version 3
+VELOCITY = ROOT / "docs" / "policies" / "go2_velocity_sac.onnx"  # metadata version 5 (upgraded from 3)
 TRACKING = ROOT / "docs" / "policies" / "g1_tracking_sac.onnx"  # metadata version 5, with physics
 
 
@@ -53,6 +55,73 @@ def test_sim2sim_numbers_outside_their_range_are_one_line(capsys, argv, message)
     with pytest.raises(SystemExit) as stop:
         sim2sim_main([str(VELOCITY), *base, *argv])
     assert stop.value.code == 2 and message in _last_error_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("command", "argv", "message"),
+    [
+        ("unilab-play", ["--seconds", "1e30", "--video", "v.mp4"], "--seconds must be a number in (0, 3600] (video "
+         "length in env seconds), got 1e+30"),
+        ("unilab-play", ["--seed", "-5"], "--seed must be a whole number in [0, 2**63 - 1], got -5"),
+        ("unilab-play", ["--port", "99999", "--viewer"], "--port must be a whole number in [0, 65535] (a TCP port; 0: "
+         "any free one), got 99999"),
+        ("unilab-play", ["--env", "16", "--video", "v.mp4"], "--env 16 is not a world of the env's 16 (--num-envs); "
+         "expected 0 to 15"),
+        ("sim2sim_benchmark", ["--seconds", "1e30"], "--seconds must be a number in (0, 3600] (simulated seconds per "
+         "case), got 1e+30"),
+        ("sim2sim_benchmark", ["--commands", "0.5,0,0", "20,0,0"], "--commands must be a number in [-10, 10] (each of "
+         "vx, vy, wz, m/s and rad/s), got 20"),
+        ("sim2sim_benchmark", ["--commands", "fast"], "argument --commands: expected three numbers vx,vy,wz such as "
+         "0.5,0,0, got 'fast'"),
+        ("peers_benchmark", ["--trials", "0"], "--trials must be a whole number in [1, 65536] (tracking: trials per "
+         "set), got 0"),
+        ("peers_benchmark", ["--seconds", "nan"], "--seconds must be a number in (0, 3600] (locomotion: simulated "
+         "seconds per command), got nan"),
+        ("unilab-doctor", ["--num-envs", "2.5"], "argument --num-envs: expected a whole number, got '2.5'"),
+        ("unilab-bench", ["--seed", "-1"], "--seed must be a whole number in [0, 2**63 - 1], got -1"),
+        ("bench_distributed", ["--ranks", "2", "0"], "--ranks must be a whole number >= 1 (processes of one world "
+         "size), got 0"),
+    ],
+)  # fmt: skip
+def test_every_command_bounds_its_numbers_in_one_line(tmp_path, capsys, monkeypatch, command, argv, message) -> None:
+    """Before: ``unilab-play --seconds 1e30 --video`` rendered without end and ``--seed -5`` was a TypeError
+    traceback; the benchmark scripts ran ``--seconds 1e30``, parsed ``--commands fast`` into a ValueError
+    traceback and started ``--ranks 0``. Every one goes through ``cli.arguments.check_bounds``."""
+    monkeypatch.chdir(tmp_path)
+    policy = [str(VELOCITY)]
+    if command == "unilab-play":
+        from unilab_gpu.cli.play import main as play_main
+
+        run = lambda: play_main(["--onnx", *policy, *argv])  # noqa: E731
+    elif command in ("unilab-doctor", "unilab-bench"):
+        from unilab_gpu.cli.bench import main as bench_main
+        from unilab_gpu.cli.doctor import main as doctor_main
+
+        main = doctor_main if command == "unilab-doctor" else bench_main
+        run = lambda: main(["--out", "o.json", *argv])  # noqa: E731
+    elif command == "sim2sim_benchmark":
+        run = lambda: load_script(command).main([*policy, "--out", "o.json", *argv])  # noqa: E731
+    elif command == "peers_benchmark":
+        run = lambda: load_script(command).main(["--out", "o.json", *argv])  # noqa: E731
+    else:
+        monkeypatch.setattr("sys.argv", [f"{command}.py", "--out", "o.json", *argv])
+        run = load_script(command).main
+    with pytest.raises(SystemExit) as stop:
+        run()
+    assert stop.value.code == 2 and _last_error_line(capsys) == f"{command}: error: {message}"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sim2sim_benchmark_answers_a_policy_s_refusal_in_one_line(tmp_path, capsys) -> None:
+    """``--seconds 0.001`` (under one control step) was a DeploymentError traceback."""
+    out = tmp_path / "o.json"
+    argv = [str(VELOCITY), "--out", str(out), "--commands", "0.5,0,0", "--seconds", "0.001"]
+    assert load_script("sim2sim_benchmark").main(argv) == 2
+    assert _last_error_line(capsys) == (
+        "sim2sim_benchmark: error: --seconds 0.001 is less than one control step of the policy (0.02 s); "
+        "nothing would run"
+    )
+    assert not out.exists()
 
 
 def test_eval_reads_whole_numbers_as_written(capsys, monkeypatch) -> None:
@@ -102,14 +171,17 @@ def _edited_policy(tmp_path: Path, source: Path, edit) -> Path:
 def test_a_version_5_policy_without_its_physics_is_refused(tmp_path) -> None:
     """It ran on the scene's own solver options, which the policy never trained with."""
     pytest.importorskip("onnxruntime")
-    from unilab_gpu.deploy.policy_file import DeploymentError, PolicyFile
+    from unilab_gpu.deploy.policy_file import OPTIONAL_KEYS, DeploymentError, PolicyFile
 
     assert PolicyFile(TRACKING).metadata["physics"]["timestep"] > 0  # the file as exported has them
     edited = _edited_policy(tmp_path, TRACKING, lambda m: {k: v for k, v in m.items() if k != "physics"})
     with pytest.raises(DeploymentError, match=r"metadata lacks \['physics'\], which metadata_version 5 has") as caught:
         PolicyFile(edited)
     assert "\n" not in str(caught.value)
-    assert PolicyFile(VELOCITY).metadata["physics"] is None  # a version-3 file: the MJCF's options, as documented
+    version_3 = _edited_policy(  # a version-3 file lacks physics by right: the MJCF's options, as documented
+        tmp_path, VELOCITY, lambda m: {**{k: v for k, v in m.items() if k not in OPTIONAL_KEYS}, "metadata_version": 3}
+    )
+    assert PolicyFile(version_3).metadata["physics"] is None
 
 
 # -- tracebacks --------------------------------------------------------------------------------
@@ -187,6 +259,90 @@ def test_bench_update_names_a_cuda_device_the_machine_lacks(tmp_path, capsys) ->
     assert not (tmp_path / "update.json").exists()
 
 
+_SHARE = "a number in [0, 1] (share of episodes that start at frame 0)"
+_BLEND = "a number in [0, 10] (seconds from the standing keyframe into frame 0; 0: no blend)"
+_CURRICULUM_KEYS = "['start_scale', 'tighten_below', 'loosen_above', 'step', 'ema_rate']"
+LEVER_CASES = {
+    "first_frame_share=abc": f"'first_frame_share' must be {_SHARE}, got 'abc'",
+    "first_frame_share=null": f"'first_frame_share' must be {_SHARE}, got None",
+    "blend_in_seconds=null": f"'blend_in_seconds' must be {_BLEND}, got None",
+    "blend_in_seconds=1e9": f"'blend_in_seconds' must be {_BLEND}, got 1000000000.0",
+    "soft_joint_limit_ratio=abc": "'soft_joint_limit_ratio' must be a number in (0, 1] (share of each joint's "
+    "range), got 'abc'",
+    "termination_curriculum=5": f"'termination_curriculum' must be null or a mapping with keys {_CURRICULUM_KEYS}, "
+    "got 5",
+    "termination_curriculum={start_scal: 2}": "'termination_curriculum.start_scal' is not a key of "
+    f"termination_curriculum (did you mean 'start_scale'?); expected one of {_CURRICULUM_KEYS}",
+    "termination_curriculum={start_scale: abc}": "'termination_curriculum.start_scale' must be a finite number, "
+    "got 'abc'",
+    "adaptive={bin_seconds: null}": "'adaptive.bin_seconds' must be a finite number, got None",
+}
+"""Before: TypeErrors from comparisons and ``**``, a MemoryError for 1e9 s, a null blend taken as 0."""
+
+
+@pytest.mark.parametrize("override", list(LEVER_CASES))
+def test_tracking_levers_of_the_wrong_type_or_range_are_one_line(override) -> None:
+    from omegaconf import OmegaConf
+
+    from unilab_gpu.tasks.tracking.levers import check_levers
+
+    key, text = override.split("=", 1)
+    value = OmegaConf.to_container(OmegaConf.from_dotlist([f"v={text}"]))["v"]
+    with pytest.raises(ValueError) as caught:
+        check_levers(**{key: value})
+    assert str(caught.value) == LEVER_CASES[override]
+
+
+def test_a_huge_blend_in_is_refused_by_the_tracking_env_before_allocating() -> None:
+    """``blend_in_seconds=1e9`` was a MemoryError for 373 GiB; every lever reaches ``check_levers``."""
+    from unilab_gpu.envs.make_env import make_env
+
+    override = "commands.motion.params.blend_in_seconds=1e9"
+    with pytest.raises(ValueError) as caught:
+        make_env("g1_tracking", num_envs=2, compile=False, announce=False, overrides=[override])
+    assert str(caught.value) == f"commands.motion.params: {LEVER_CASES['blend_in_seconds=1e9']}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--num-envs", "0"], "--num-envs must be a whole number in [1, 1048576] (simulated G1s), got 0"),
+        (["--steps", "1e9"], "--steps must be a whole number in [1, 100000] (env steps), got 1000000000"),
+    ],
+)
+def test_demo_numbers_outside_their_range_are_one_line(capsys, argv, message) -> None:
+    """``unilab-demo --num-envs 0`` was a Warp error; ``--steps 1e9`` argparse's "invalid int value"."""
+    from unilab_gpu.cli.demo import main as demo_main
+
+    with pytest.raises(SystemExit) as stop:
+        demo_main(argv)
+    assert stop.value.code == 2 and _last_error_line(capsys) == f"unilab-demo: error: {message}"
+
+
+def test_ctrl_c_during_an_export_is_one_line_and_keeps_the_old_file(tmp_path, capsys, monkeypatch) -> None:
+    """Ctrl-C while ``unilab-export`` writes: exit 130 in one line, the earlier file intact, no temporary left."""
+    pytest.importorskip("onnx")
+    from test_cli_train import TINY
+
+    from unilab_gpu.cli.export import INTERRUPTED_EXIT_CODE
+    from unilab_gpu.cli.export import main as export_main
+    from unilab_gpu.cli.train import main as train_main
+
+    run_dir = tmp_path / "run"
+    assert train_main([*TINY, "total_env_steps=8", f"run_dir={run_dir}", "export_onnx=false"]) == 0
+    out = tmp_path / "policy.onnx"
+    out.write_bytes(b"old policy")
+    capsys.readouterr()
+
+    def ctrl_c(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", ctrl_c)  # the atomic write's last step before the rename
+    assert export_main([str(run_dir), "--out", str(out), "--force"]) == INTERRUPTED_EXIT_CODE == 130
+    assert capsys.readouterr().err == "unilab-export: interrupted; nothing written\n"
+    assert out.read_bytes() == b"old policy" and sorted(p.name for p in tmp_path.iterdir()) == ["policy.onnx", "run"]
+
+
 # -- misleading --------------------------------------------------------------------------------
 
 
@@ -200,6 +356,33 @@ def test_an_algo_key_typo_names_the_close_key_not_hydras_plus_hint(override) -> 
     assert f"'{override}' names 'algo.batch_sise', which the sac algorithm has no key for" in line, line
     assert "did you mean 'algo.batch_size'?" in line and "use +algo" not in line and "\n" not in line
     assert compose_train_config(["algo=sac", "algo.batch_size=8"]).algo.batch_size == 8
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("imu: {gyro: imu_gyro, velocimeter: imu_linvel}", "imu: [1, 2]"),
+         "bad key 'imu': Merge error: list is not a subclass of ImuCfg. value: [1, 2]"),
+        (("fall_height: 0.15", "fall_height: 0.15\n'': 3"), "a key with an empty name (''): Key '' not in 'RobotCfg'"),
+        (("fall_height: 0.15", "fall_height: [1]"), "bad key 'fall_height': "),
+    ],
+)  # fmt: skip
+def test_a_robot_config_s_bad_key_is_named_never_as_empty(tmp_path, monkeypatch, edit, message) -> None:
+    """An ``imu`` list was "bad key ''": OmegaConf names no key for a mapping merged onto a dataclass field."""
+    from unilab_gpu.envs.make_env import make_env
+
+    robots = tmp_path / "configs" / "robot"
+    robots.mkdir(parents=True)
+    config = robots / "go2x.yaml"
+    text = (ROOT / "configs" / "robot" / "go2.yaml").read_text()
+    assert edit[0] in text
+    config.write_text(text.replace(edit[0], edit[1]))
+    monkeypatch.setenv("UNILAB_PATH", str(tmp_path))
+    with pytest.raises(ValueError) as caught:
+        make_env("go2_velocity", num_envs=2, compile=False, announce=False, overrides=["robot=go2x"])
+    line = str(caught.value)
+    assert line.startswith(f"task 'go2_velocity': robot config {config}: {message}"), line
+    assert "bad key ''" not in line and "\n" not in line
 
 
 # -- signals -----------------------------------------------------------------------------------

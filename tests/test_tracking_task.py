@@ -329,7 +329,10 @@ def test_first_frame_share_splits_one_uniform_between_frame_zero_and_the_sampler
     draws = torch.rand(2, 20_000, generator=torch.Generator().manual_seed(0))
     share = float((cmd.place_start(draws[0], draws[1])[1] == 0).double().mean())
     assert abs(share - (0.25 + 0.75 / length)) < 0.015  # binomial sd ~0.003
-    with pytest.raises(ValueError, match="first_frame_share must be a share of episodes in \\[0, 1\\], got 1.5"):
+    with pytest.raises(
+        ValueError,
+        match=r"'first_frame_share' must be a number in \[0, 1\] \(share of episodes that start at frame 0\), got 1.5",
+    ):
         overrides = QUIET + ["commands.motion.params.first_frame_share=1.5"]
         make_env("g1_tracking", num_envs=1, compile=False, overrides=overrides)
 

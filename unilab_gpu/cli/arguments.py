@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from unilab_gpu.utils.checks import Bound, shown
 
 MAX_COMMAND = 10.0
 """Largest ``|--command|`` component (m/s, rad/s) of a velocity policy's command: ten times a legged
@@ -21,6 +22,12 @@ robot's walking speed (``unilab-eval --terrain``, ``unilab-sim2sim``)."""
 
 MAX_SECONDS = 3600.0
 """Longest run of one simulated robot a command takes (``--seconds``): an hour."""
+
+SEED = Bound(0, (1 << 63) - 1, integer=True)
+"""Every command's ``--seed`` (torch's generators take 64-bit seeds)."""
+
+PORT = Bound(0, 65535, integer=True, meaning="a TCP port; 0: any free one")
+"""A ``--port`` option."""
 
 
 def whole(text: str) -> int:
@@ -38,50 +45,28 @@ def whole(text: str) -> int:
     return int(value)
 
 
-@dataclass(frozen=True)
-class Bound:
-    """The range of a numeric option; NaN is outside every range."""
-
-    low: float = -math.inf
-    high: float = math.inf
-    low_open: bool = False
-    """``low`` itself is outside (``(0, 3600]``)."""
-    integer: bool = False
-    """A whole number (the option's ``type`` is :func:`whole` or ``int``)."""
-    meaning: str = ""
-    """What the number is, for the error line (``seconds each row walks``)."""
-
-    def holds(self, value: float) -> bool:
-        above = value > self.low if self.low_open else value >= self.low
-        return above and value <= self.high and (not self.integer or float(value).is_integer())
-
-    def expected(self) -> str:
-        kind = "a whole number" if self.integer else "a number"
-        low, high = _shown(self.low), _shown(self.high)
-        if math.isinf(self.high) and math.isinf(self.low):
-            text = f"a finite {kind[2:]}"
-        elif math.isinf(self.high):
-            text = f"{kind} {'>' if self.low_open else '>='} {low}"
-        elif math.isinf(self.low):
-            text = f"{kind} <= {high}"
-        else:
-            text = f"{kind} in {'(' if self.low_open else '['}{low}, {high}]"
-        return text + (f" ({self.meaning})" if self.meaning else "")
+def velocity_command(text: str) -> list[float]:
+    """argparse ``type`` of a velocity command ``vx,vy,wz`` (m/s, rad/s): three finite numbers; their
+    range is the option's :class:`Bound` (``MAX_COMMAND``)."""
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) != 3 or not all(math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(f"expected three numbers vx,vy,wz such as 0.5,0,0, got {text!r}")
+    return values
 
 
 def check_bounds(parser: argparse.ArgumentParser, args: argparse.Namespace, bounds: Mapping[str, Bound]) -> None:
     """``parser.error`` (one line, exit status 2) for the first option in ``bounds`` (``"--seconds"``)
-    whose value, or one of whose values (``nargs``, ``append``), is outside its :class:`Bound`;
+    whose value, or one of whose values (``nargs``, ``append``, both), is outside its :class:`Bound`;
     options left at ``None`` are not checked."""
     for option, bound in bounds.items():
-        value = getattr(args, option.lstrip("-").replace("-", "_"))
-        for number in value if isinstance(value, list | tuple) else [value]:
+        for number in _numbers(getattr(args, option.lstrip("-").replace("-", "_"))):
             if number is not None and not (math.isfinite(number) and bound.holds(number)):
-                parser.error(f"{option} must be {bound.expected()}, got {_shown(number)}")
+                parser.error(f"{option} must be {bound.expected()}, got {shown(number)}")
 
 
-def _shown(value: Any) -> str:
-    """A bound or a value as the user reads it: ``3600``, ``1e+30``, ``2**63 - 1``."""
-    if isinstance(value, int) and value >= 2**31 and (value + 1) & value == 0:
-        return f"2**{value.bit_length()} - 1"
-    return f"{value:g}" if isinstance(value, float) else str(value)
+def _numbers(value: Any) -> list[Any]:
+    """The numbers of an option's value: itself, or those of its lists (``append`` of ``nargs``)."""
+    return [n for item in value for n in _numbers(item)] if isinstance(value, list | tuple) else [value]

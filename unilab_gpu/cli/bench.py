@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from unilab_gpu.cli.arguments import SEED, Bound, check_bounds, whole
 from unilab_gpu.paths import list_tasks
 from unilab_gpu.profiling.env_bench import bench_env
 from unilab_gpu.profiling.machine_info import machine_info
@@ -36,16 +37,21 @@ from unilab_gpu.sim.device import VERBOSE_ENV, resolve_device
 from unilab_gpu.utils.files import OutputPathError, check_output, portable_paths, write_atomic, write_json_atomic
 from unilab_gpu.utils.progress import progress_bar
 
+BOUNDS = {
+    "--num-envs": Bound(1, integer=True, meaning="each size"),
+    "--steps": Bound(1, integer=True, meaning="timed steps per size"),
+    "--warmup": Bound(0, integer=True, meaning="untimed steps"),
+    "--window": Bound(1, integer=True, meaning="steps per profiling window"),
+    "--seed": SEED,
+}
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    check_bounds(parser, args, BOUNDS)
     if args.task not in list_tasks():
         raise SystemExit(f"--task: unknown task '{args.task}'; available: {list_tasks()}")
-    if any(n < 1 for n in args.num_envs):
-        raise SystemExit(f"--num-envs: every size must be >= 1, got {args.num_envs}")
-    for option, value, low in (("--steps", args.steps, 1), ("--window", args.window, 1), ("--warmup", args.warmup, 0)):
-        if value < low:
-            raise SystemExit(f"{option} must be >= {low}, got {value}")
     if not 0 <= args.force_resets <= min(args.num_envs):
         raise SystemExit(
             f"--force-resets must be in [0, {min(args.num_envs)}] (the smallest --num-envs), got {args.force_resets}"
@@ -161,20 +167,20 @@ def _parser() -> argparse.ArgumentParser:
         prog="unilab-bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--task", default="g1_stand", help="a configs/task/<task>.yaml name")
-    parser.add_argument("--num-envs", type=int, nargs="+", default=[64], help="one row per size")
+    parser.add_argument("--num-envs", type=whole, nargs="+", default=[64], help="one row per size")
     parser.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda or cuda:N")
-    parser.add_argument("--steps", type=int, default=100, help="timed steps per size (and profiled steps)")
-    parser.add_argument("--warmup", type=int, default=10, help="untimed steps first")
-    parser.add_argument("--window", type=int, default=10, help="steps per profiling window (one sync each)")
+    parser.add_argument("--steps", type=whole, default=100, help="timed steps per size (and profiled steps)")
+    parser.add_argument("--warmup", type=whole, default=10, help="untimed steps first")
+    parser.add_argument("--window", type=whole, default=10, help="steps per profiling window (one sync each)")
     parser.add_argument("--out", type=Path, required=True, help="JSON report path")
     parser.add_argument("--plot", type=Path, default=None, help="also draw the report to this PNG")
     parser.add_argument("--force", action="store_true", help="replace existing --out / --plot files")
-    parser.add_argument("--force-resets", type=int, default=0, metavar="K", help="end K rows every step")
+    parser.add_argument("--force-resets", type=whole, default=0, metavar="K", help="end K rows every step")
     parser.add_argument("--no-compile", action="store_true", help="run the manager phases eagerly")
     parser.add_argument("--no-capture", action="store_true", help="on CUDA, launch the step without a CUDA graph")
     parser.add_argument("--verbose", action="store_true", help="show Warp's log lines (module loads)")
     parser.add_argument("--override", nargs="*", default=[], help="Hydra overrides of the task config")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=whole, default=0)
     return parser
 
 

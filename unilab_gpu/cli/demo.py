@@ -10,10 +10,15 @@ import time
 
 import torch
 
+from unilab_gpu.cli.arguments import Bound, check_bounds, whole
 from unilab_gpu.sim.device import resolve_device
 from unilab_gpu.sim.simulator import Simulator
 
 DECIMATION = 4  # physics steps per 50 Hz control step
+MAX_NUM_ENVS = 1 << 20
+"""Most G1 worlds (256 times the CUDA default): more would not fit one GPU's memory."""
+MAX_STEPS = 100_000
+"""Most timed steps (2,000 simulated seconds): a speed report settles within a few hundred."""
 
 
 def _sync(device: torch.device) -> None:
@@ -54,12 +59,21 @@ def run(device: str, num_envs: int, steps: int) -> dict[str, float]:
     return {name: 1e3 * seconds / steps for name, seconds in phases.items()}
 
 
+BOUNDS = {
+    "--num-envs": Bound(1, MAX_NUM_ENVS, integer=True, meaning="simulated G1s"),
+    "--steps": Bound(1, MAX_STEPS, integer=True, meaning="env steps"),
+}
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Step the G1 simulator and report where the time goes.")
+    parser = argparse.ArgumentParser(
+        prog="unilab-demo", description="Step the G1 simulator and report where the time goes."
+    )
     parser.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda or cuda:N")
-    parser.add_argument("--num-envs", type=int, default=None, help="default: 4096 on CUDA, 32 on CPU")
-    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--num-envs", type=whole, default=None, help="default: 4096 on CUDA, 32 on CPU")
+    parser.add_argument("--steps", type=whole, default=50)
     args = parser.parse_args(argv)
+    check_bounds(parser, args, BOUNDS)
     try:
         device = resolve_device(args.device)
     except ValueError as error:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from unilab_gpu.cli.arguments import Bound, check_bounds, whole
 from unilab_gpu.doctor.checks import KEY_TASK, check_data_parallel, fleet_checks, guarded, run_checks
 from unilab_gpu.doctor.report import DoctorReport, table
 from unilab_gpu.paths import list_tasks
@@ -40,10 +41,12 @@ from unilab_gpu.training.signals import INTERRUPTED_EXIT_CODE, stop_signals_inte
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Check this machine: host syncs, CUDA capture, replay, speed.")
+    parser = argparse.ArgumentParser(
+        prog="unilab-doctor", description="Check this machine: host syncs, CUDA capture, replay, speed."
+    )
     parser.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda or cuda:N")
     parser.add_argument("--out", default="doctor.json", help="JSON report (default: doctor.json)")
-    parser.add_argument("--num-envs", type=int, default=4096, help="envs of the CUDA checks")
+    parser.add_argument("--num-envs", type=whole, default=4096, help="envs of the CUDA checks")
     parser.add_argument("--tasks", nargs="*", default=None, help="tasks to audit (default: all)")
     parser.add_argument(
         "--capture-task",
@@ -53,6 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-compile", action="store_true", help="CUDA checks without torch.compile (faster start)")
     parser.add_argument("--verbose", action="store_true", help="show Warp's log lines (module loads)")
     args = parser.parse_args(argv)
+    check_bounds(parser, args, {"--num-envs": Bound(1, integer=True, meaning="envs of the CUDA checks")})
     if args.verbose:
         os.environ[VERBOSE_ENV] = "1"
     launch = launch_from_env()
@@ -66,8 +70,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"--tasks: unknown {unknown}; available: {list_tasks()}")
     if args.capture_task not in list_tasks():
         raise SystemExit(f"--capture-task: unknown '{args.capture_task}'; available: {list_tasks()}")
-    if args.num_envs < 1:
-        raise SystemExit(f"--num-envs must be >= 1, got {args.num_envs}")
     out = Path(args.out)
     if not out.parent.exists():
         raise SystemExit(f"--out: folder {out.parent} does not exist")

@@ -35,7 +35,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from unilab_gpu.cli.arguments import MAX_COMMAND, MAX_SECONDS, Bound, check_bounds, whole
+from unilab_gpu.cli.arguments import MAX_COMMAND, MAX_SECONDS, SEED, Bound, check_bounds, whole
 from unilab_gpu.envs.make_env import load_task_cfg
 from unilab_gpu.evaluation.policies import load_policy
 from unilab_gpu.evaluation.terrain import COMMAND as VELOCITY_COMMAND
@@ -54,13 +54,10 @@ DEFAULT_TRIALS = {"cuda": 1024, "cpu": 64}
 MAX_TRIALS = 1 << 16
 """Most ``--trials`` per set: the env has two rows per trial (both sets), 131,072 rows in all."""
 
-MAX_SEED = (1 << 63) - 1
-"""Largest ``--seed`` (torch's generators take 64-bit seeds)."""
-
 
 BOUNDS = {
     "--trials": Bound(1, MAX_TRIALS, integer=True, meaning="trials per set, each a row of the env"),
-    "--seed": Bound(0, MAX_SEED, integer=True),
+    "--seed": SEED,
     "--seconds": Bound(0, MAX_SECONDS, low_open=True, meaning="seconds each row walks"),
     "--command": Bound(-MAX_COMMAND, MAX_COMMAND, meaning="each of v_x v_y omega_z, m/s and rad/s"),
     "--rows-per-column": Bound(1, integer=True),

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from unilab_gpu.cli.arguments import MAX_SECONDS, PORT, SEED, Bound, check_bounds, whole
 from unilab_gpu.envs.make_env import make_env
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.evaluation.policies import load_policy
@@ -195,21 +196,32 @@ def play(
     return stats
 
 
+BOUNDS = {
+    "--steps": Bound(1, integer=True, meaning="env steps"),
+    "--num-envs": Bound(1, integer=True, meaning="worlds"),
+    "--env": Bound(0, integer=True, meaning="the world rendered into --video"),
+    "--seconds": Bound(0, MAX_SECONDS, low_open=True, meaning="video length in env seconds"),
+    "--port": PORT,
+    "--worlds": Bound(1, integer=True, meaning="worlds the viewer shows"),
+    "--seed": SEED,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="unilab-play", description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint", nargs="?", help="run folder (uses its checkpoint.pt) or checkpoint file")
     parser.add_argument("--onnx", default=None, help="roll out this exported policy instead (unilab-export)")
-    parser.add_argument("--steps", type=int, default=None, help="env steps (default: one episode)")
-    parser.add_argument("--num-envs", type=int, default=16)
+    parser.add_argument("--steps", type=whole, default=None, help="env steps (default: one episode)")
+    parser.add_argument("--num-envs", type=whole, default=16)
     parser.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     parser.add_argument("--video", default=None, help="render one world into this MP4 (or GIF) file")
     parser.add_argument("--force", action="store_true", help="replace an existing --video file")
-    parser.add_argument("--env", type=int, default=0, help="world to render (default 0)")
+    parser.add_argument("--env", type=whole, default=0, help="world to render (default 0)")
     parser.add_argument("--seconds", type=float, default=10.0, help="video length in env seconds (default 10)")
     parser.add_argument("--viewer", action="store_true", help="serve a live web viewer (docs/viewer.md)")
-    parser.add_argument("--port", type=int, default=8080, help="viewer port on 127.0.0.1 (0: a free one)")
-    parser.add_argument("--worlds", type=int, default=4, help="worlds the viewer shows side by side (default 4)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--port", type=whole, default=8080, help="viewer port on 127.0.0.1 (0: a free one)")
+    parser.add_argument("--worlds", type=whole, default=4, help="worlds the viewer shows side by side (default 4)")
+    parser.add_argument("--seed", type=whole, default=0)
     parser.add_argument("--compile", action="store_true", help="torch.compile env and policy")
     parser.add_argument("--task", default=None, help="play on another task config, e.g. g1_tracking_play")
     parser.add_argument(
@@ -220,13 +232,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="task config override (repeatable), e.g. commands.twist.params.fixed=[0.8,0.0,0.3]",
     )
     args = parser.parse_args(argv)
-    for option, value in (("--steps", args.steps), ("--num-envs", args.num_envs), ("--worlds", args.worlds)):
-        if value is not None and value < 1:
-            parser.error(f"{option} must be >= 1, got {value}")
+    check_bounds(parser, args, BOUNDS)
+    if args.video is not None and args.env >= args.num_envs:
+        worlds = args.num_envs
+        parser.error(f"--env {args.env} is not a world of the env's {worlds} (--num-envs); expected 0 to {worlds - 1}")
     if args.viewer and args.worlds > args.num_envs:
         parser.error(f"--worlds {args.worlds} is larger than the env's {args.num_envs} worlds (--num-envs)")
-    if not (math.isfinite(args.seconds) and args.seconds > 0):
-        parser.error(f"--seconds must be a finite number > 0, got {args.seconds}")
     try:
         if args.viewer:  # checked before anything is built
             check_viewer_extra()

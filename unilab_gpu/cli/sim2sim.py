@@ -47,7 +47,6 @@ embeds its reference (a ``time_step`` input) follows that reference unless ``--m
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from collections.abc import Sequence
@@ -56,7 +55,7 @@ from typing import Any
 
 import mujoco
 
-from unilab_gpu.cli.arguments import MAX_COMMAND, MAX_SECONDS, Bound, check_bounds
+from unilab_gpu.cli.arguments import MAX_COMMAND, MAX_SECONDS, Bound, check_bounds, velocity_command
 from unilab_gpu.deploy import Faults
 from unilab_gpu.deploy.foreign import format_names
 from unilab_gpu.export.sim2sim import Scenario, sim2sim
@@ -90,16 +89,6 @@ class _Progress:
             print(f"  step {done} of {steps} ({100.0 * done / steps:.1f} %), {falls} falls; Ctrl-C stops and reports")
 
 
-def _command(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        values = []
-    if len(values) != 3 or not all(math.isfinite(v) for v in values):
-        raise argparse.ArgumentTypeError(f"expected three numbers vx,vy,wz such as 0.5,0,0, got {text!r}")
-    return values
-
-
 def _joined_command(argv: list[str]) -> list[str]:
     """``--command -0.3,0,0`` as ``--command=-0.3,0,0``: argparse takes a value that starts with
     ``-`` and is no plain negative number for an option, and would say "expected one argument"."""
@@ -117,7 +106,7 @@ def _joined_command(argv: list[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="unilab-sim2sim", description=__doc__.split("\n")[0])
     parser.add_argument("policy", help="exported policy (unilab-export)")
-    parser.add_argument("--command", type=_command, default=None, help="velocity command vx,vy,wz (m/s, rad/s)")
+    parser.add_argument("--command", type=velocity_command, default=None, help="velocity command vx,vy,wz (m/s, rad/s)")
     parser.add_argument(
         "--motion", default=None, help="reference motion of a tracking policy (any unilab-motion format)"
     )

@@ -20,7 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 from unilab_gpu.envs.env_cfg import EnvCfg, check_env_cfg, typed_terms
 from unilab_gpu.envs.manager_based_rl_env import ManagerBasedRlEnv
 from unilab_gpu.envs.robot_check import check_robot
-from unilab_gpu.envs.robot_model import robot_edit
+from unilab_gpu.envs.robot_model import load_robot_cfg, robot_edit
 from unilab_gpu.paths import (
     config_roots,
     group_choices,
@@ -86,7 +86,11 @@ def _explain(task: str, overrides: Sequence[str], error: Exception, robot_file: 
         return syntax
     lines = str(error).split("\n")
     in_robot = re.match(r"In 'robot/(.+)': \w+ raised while composing config:", lines[0])
-    if in_robot:  # a bad key or value in the robot config file itself
+    if in_robot:  # a bad key or value in the robot config file itself: named as the robot tools name it
+        try:
+            load_robot_cfg(in_robot[1])
+        except ValueError as problem:
+            return str(problem)
         key = next((line.split("full_key:")[1].strip() for line in lines if "full_key:" in line), "robot")
         key = key.removeprefix("robot.")
         return f"robot config {robot_config_file(in_robot[1])}: bad key '{key}': {' '.join(lines[1].split())}"

@@ -12,8 +12,9 @@ through :func:`robot_edit`, so they simulate the same robot.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import mujoco
 from omegaconf import OmegaConf
@@ -37,15 +38,29 @@ def load_robot_cfg(name: str) -> tuple[RobotCfg, Path] | None:
     file = robot_config_file(name)
     if file is None:
         return None
+    read = load_bounded_yaml(file, "a robot config", CONFIG_MAX_BYTES, CONFIG_MAX_VALUES)
     try:
-        read = load_bounded_yaml(file, "a robot config", CONFIG_MAX_BYTES, CONFIG_MAX_VALUES)
         merged = OmegaConf.merge(OmegaConf.structured(RobotCfg), read)
         return OmegaConf.to_object(merged), file  # type: ignore[return-value]
     except OmegaConfBaseException as error:
-        key = getattr(error, "full_key", "") or "?"
-        raise ValueError(
-            f"robot config {file}: bad key '{key}': {' '.join(str(error).splitlines()[0].split())}"
-        ) from None
+        raise ValueError(f"robot config {file}: {_bad_key(read, error)}") from None
+
+
+def _bad_key(read: Mapping[str, Any], error: OmegaConfBaseException) -> str:
+    """``bad key 'imu': <OmegaConf's first line>``: the key OmegaConf names, or, where it names none
+    (a mapping merged onto a dataclass field: "Merge error: list is not a subclass of ImuCfg"), the
+    first top-level key that fails alone."""
+    key = getattr(error, "full_key", "") or next((k for k in read if _fails_alone(k, read[k])), None)
+    named = "a key with an empty name ('')" if key == "" else f"bad key '{key}'" if key is not None else "bad config"
+    return f"{named}: {' '.join(str(error).splitlines()[0].split())}"
+
+
+def _fails_alone(key: str, value: Any) -> bool:
+    try:
+        OmegaConf.merge(OmegaConf.structured(RobotCfg), {key: value})
+    except OmegaConfBaseException:
+        return True
+    return False
 
 
 def robot_edit(robot: RobotCfg) -> Callable[[mujoco.MjSpec], None]:

@@ -30,7 +30,7 @@ REFLECT_QUAT = np.array([1.0, -1.0, 1.0, -1.0])
 """wxyz quaternions: ``(w, x, y, z) → (w, −x, y, −z)``, i.e. ``R → M R M``."""
 
 SYMMETRY_TOLERANCE = 1e-3
-"""How far (m, and in axis-alignment ``1 − |cos|``) the model may be from mirror-symmetric."""
+"""How far (m, rad for joint ranges, and in axis-alignment ``1 − |cos|``) the model may be from mirror-symmetric."""
 
 DEFAULT_NAME_PAIRS: tuple[tuple[str, str], ...] = (("left", "right"),)
 """Name fragments that mark mirrored parts: ``left_knee_joint`` ↔ ``right_knee_joint``."""
@@ -43,7 +43,8 @@ class RobotMirror:
     one whose name holds the other fragment instead; any other joint or body (the spine, the
     root) is its own mirror image. The pairs are checked on the model at ``qpos0`` with the root
     at the origin: paired bodies must sit at mirrored positions and orientations, and paired
-    joints turn about mirrored axes (which gives each joint's sign).
+    joints turn about mirrored axes (which gives each joint's sign) within mirrored ranges (a
+    mirrored pose must never put a joint past its limit: such a robot is refused, not clamped).
 
     Attributes:
         joint_pair: ``(J,)`` int64, the mirror joint of each joint (itself for a centre joint).
@@ -90,6 +91,22 @@ class RobotMirror:
                     f"image of the axis of '{self.joint_names[j]}' (cosine {cosine:.3g}, expected +-1)"
                 )
             self.joint_sign[j] = np.sign(cosine)
+        self._check_ranges(model)
+
+    def _check_ranges(self, model: mujoco.MjModel) -> None:
+        """Refuse twin joints whose ranges are not mirror images: the mirror of a pose inside one
+        joint's range would put its twin past a limit (a state the robot cannot reach, an action
+        target its twin's limit stops), so the mirrored data would teach what cannot happen."""
+        limited, ranges = model.jnt_limited[1:].astype(bool), model.jnt_range[1:]  # joint 0 is the free joint
+        for j, p in enumerate(self.joint_pair):
+            mirrored = np.sort(ranges[p] * self.joint_sign[j])
+            if limited[j] != limited[p] or (limited[j] and np.abs(mirrored - ranges[j]).max() > SYMMETRY_TOLERANCE):
+                shown = [f"{ranges[i].round(4).tolist()} rad" if limited[i] else "unlimited" for i in (j, p)]
+                raise MotionFormatError(
+                    f"the robot is not mirror-symmetric: joint '{self.joint_names[j]}' has range {shown[0]}, its twin "
+                    f"'{self.joint_names[p]}' {shown[1]}; expected the twin's range times the mirror sign "
+                    f"({self.joint_sign[j]:+g}) to be the joint's, within {SYMMETRY_TOLERANCE:g} rad"
+                )
 
     def mirror(self, clip: MotionClip) -> MotionClip:
         """The mirror image of ``clip`` (a clip of this robot, same rate and frames): mirroring it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from unilab_gpu.motion.clip import MotionClip
@@ -20,9 +21,10 @@ def clip_windows(clip: MotionClip, seconds: float, overlap_seconds: float) -> li
             shorter than a window.
     """
     length = round(seconds * clip.fps) + 1
-    overlap = round(overlap_seconds * clip.fps)
     if length < MIN_FRAMES:
         raise MotionFormatError(f"'seconds' must span at least {MIN_FRAMES} frames at {clip.fps:g} fps, got {seconds}")
+    # round() of NaN or inf raises: -1 fails the range check below, which names the value.
+    overlap = round(overlap_seconds * clip.fps) if math.isfinite(overlap_seconds) else -1
     if not 0 <= overlap < length - 1:
         raise MotionFormatError(
             f"'overlap_seconds' must be >= 0 and shorter than a window ({seconds:g} s), got {overlap_seconds}"

@@ -8,6 +8,8 @@ env config and the terrain config refuse a bad number in the same words::
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 FLOAT32_MAX = 3.4028234663852886e38
@@ -45,3 +47,41 @@ def check_range(key: str, value: Any, *, strict: bool, config: str) -> None:
         list(value) if isinstance(value, (list, tuple)) else value,
         config=config,
     )
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The range of a number (a command's option, a config value); NaN is outside every range."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    """``low`` itself is outside (``(0, 3600]``)."""
+    integer: bool = False
+    """A whole number (a command's option of ``type`` ``cli.arguments.whole`` or ``int``)."""
+    meaning: str = ""
+    """What the number is, for the error line (``seconds each row walks``)."""
+
+    def holds(self, value: float) -> bool:
+        above = value > self.low if self.low_open else value >= self.low
+        return above and value <= self.high and (not self.integer or float(value).is_integer())
+
+    def expected(self) -> str:
+        kind = "a whole number" if self.integer else "a number"
+        low, high = shown(self.low), shown(self.high)
+        if math.isinf(self.high) and math.isinf(self.low):
+            text = f"a finite {kind[2:]}"
+        elif math.isinf(self.high):
+            text = f"{kind} {'>' if self.low_open else '>='} {low}"
+        elif math.isinf(self.low):
+            text = f"{kind} <= {high}"
+        else:
+            text = f"{kind} in {'(' if self.low_open else '['}{low}, {high}]"
+        return text + (f" ({self.meaning})" if self.meaning else "")
+
+
+def shown(value: Any) -> str:
+    """A bound or a value as the user reads it: ``3600``, ``1e+30``, ``2**63 - 1``."""
+    if isinstance(value, int) and value >= 2**31 and (value + 1) & value == 0:
+        return f"2**{value.bit_length()} - 1"
+    return f"{value:g}" if isinstance(value, float) else str(value)

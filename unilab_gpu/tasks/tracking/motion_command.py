@@ -16,6 +16,7 @@ from unilab_gpu.managers.term_spec import term
 from unilab_gpu.motion import AdaptiveStartSampler, ClipStartSampler, UniformStartSampler
 from unilab_gpu.tasks.tracking.episode_starts import EpisodeStarts
 from unilab_gpu.tasks.tracking.motion_table import load_motion_table
+from unilab_gpu.tasks.tracking.levers import check_levers
 from unilab_gpu.tasks.tracking.terminations import ThresholdCurriculum
 from unilab_gpu.utils.rotations import (
     quat_apply,
@@ -129,6 +130,13 @@ class MotionCommand:
         joint_position_range: list[float] | None = None,
         soft_joint_limit_ratio: float = 0.9,
     ) -> None:
+        check_levers(
+            first_frame_share=first_frame_share,
+            blend_in_seconds=blend_in_seconds,
+            soft_joint_limit_ratio=soft_joint_limit_ratio,
+            termination_curriculum=termination_curriculum,
+            adaptive=adaptive,
+        )
         if sampling not in SAMPLERS:
             raise ValueError(f"commands.motion.params.sampling must be one of {list(SAMPLERS)}, got '{sampling}'")
         if at_clip_end not in CLIP_END_MODES:
@@ -151,9 +159,6 @@ class MotionCommand:
             synthetic_seed, blend_in_seconds, blend_in_keyframe,
         )  # fmt: skip
         self.sampler = SAMPLERS[sampling](self.library, **(adaptive or {}) if sampling == "adaptive" else {})
-        if not 0.0 <= first_frame_share <= 1.0:
-            share = first_frame_share
-            raise ValueError(f"{where}.first_frame_share must be a share of episodes in [0, 1], got {share}")
         self.termination_curriculum = ThresholdCurriculum(
             device, **({"start_scale": 1.0} if termination_curriculum is None else termination_curriculum)
         )
