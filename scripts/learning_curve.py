@@ -48,7 +48,7 @@ import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -70,6 +70,7 @@ from unilab_gpu.utils.files import (
     holds_run,
     portable_paths,
     write_atomic,
+    write_error,
     write_json_atomic,
 )
 
@@ -329,6 +330,16 @@ def fail(message: str) -> SystemExit:
     return SystemExit(2)
 
 
+@contextlib.contextmanager
+def writing(option: str) -> Iterator[None]:
+    """A failed write of ``option``'s file (a full disk, a folder gone read-only) as :func:`fail`'s
+    one line; a kept run folder (``--keep-run``) keeps its checkpoint whatever happens here."""
+    try:
+        yield
+    except (OSError, OutputPathError) as error:
+        raise fail(f"{option}: {write_error(error)}") from None
+
+
 def check_outputs(args: argparse.Namespace) -> None:
     """Refuse, before any work, outputs the script must not write (see the module docstring)."""
     outputs = [("--out", args.out, "report.json")] + ([("--plot", args.plot, "curve.png")] if args.plot else [])
@@ -407,7 +418,8 @@ def main(argv: list[str] | None = None) -> dict:
             raise fail("--replot needs --plot")
         check_outputs(args)
         report = read_report(args.out)
-        plot(report, args.plot)
+        with writing("--plot"):
+            plot(report, args.plot)
         return report
     for option in ("num_envs", "eval_envs", "log_every", "env_steps"):
         if getattr(args, option) is not None and getattr(args, option) < 1:
@@ -417,7 +429,8 @@ def main(argv: list[str] | None = None) -> dict:
     check_outputs(args)
 
     def write(report: dict) -> None:  # committed reports name no path of this machine
-        write_json_atomic(args.out, portable_paths(report))
+        with writing("--out"):
+            write_json_atomic(args.out, portable_paths(report))
 
     try:
         report = run(args, write)
@@ -426,7 +439,8 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(INTERRUPTED_EXIT_CODE) from None
     report = portable_paths(report)
     if args.plot is not None:
-        plot(report, args.plot)
+        with writing("--plot"):
+            plot(report, args.plot)
     u, t = report["untrained"], report["trained"]
     parts = [f"episode length {u['episode_length']:.1f} -> {t['episode_length']:.1f} steps"]
     for metrics in TASK_METRICS.values():

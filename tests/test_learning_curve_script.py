@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -97,6 +99,27 @@ def _refused(lc, capsys, argv: list[str]) -> str:
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and err.count("\n") == 1 and err.startswith("learning_curve: error: "), err
     return err.strip().removeprefix("learning_curve: error: ")
+
+
+def test_a_full_disk_is_one_line(tmp_path, capsys) -> None:
+    """A report that cannot be written (ENOSPC at its first write) ends the script in one line
+    naming --out and the file; the kept run folder's lock is released."""
+    lc = load_script("learning_curve")
+    run_dir, out = tmp_path / "run", tmp_path / "report.json"
+    argv = [
+        *("--task", "pendulum", "--algo", "sac", "--env-steps", "64", "--num-envs", "4", "--eval-envs", "2"),
+        *("--log-every", "8", "--keep-run", str(run_dir), "--out", str(out), "--"),
+        *("algo.batch_size=32", "algo.warmup_steps=4", "algo.compile=false"),
+        *("algo.actor_hidden_dims=[16]", "algo.critic_hidden_dims=[16]"),
+    ]
+    full = OSError(errno.ENOSPC, "No space left on device", str(out))
+    with pytest.raises(SystemExit) as stop, mock.patch.object(lc, "write_json_atomic", side_effect=full):
+        lc.main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"learning_curve: error: --out: cannot write {out}: No space left on device"
+    assert not any("Traceback" in line for line in err)
+    assert not (run_dir / "trainer.lock").exists()
 
 
 def test_budgets_and_outputs_are_refused_before_any_work(tmp_path, capsys, monkeypatch) -> None:
