@@ -15,8 +15,8 @@ from unilab_gpu.managers.row_buffers import rows_with_dummy, valid_row_mean
 from unilab_gpu.managers.term_spec import term
 from unilab_gpu.motion import AdaptiveStartSampler, ClipStartSampler, UniformStartSampler
 from unilab_gpu.tasks.tracking.episode_starts import EpisodeStarts
-from unilab_gpu.tasks.tracking.motion_table import load_motion_table
 from unilab_gpu.tasks.tracking.levers import check_levers
+from unilab_gpu.tasks.tracking.motion_table import load_motion_table
 from unilab_gpu.tasks.tracking.terminations import ThresholdCurriculum
 from unilab_gpu.utils.rotations import (
     quat_apply,
