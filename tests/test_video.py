@@ -85,10 +85,11 @@ def test_play_writes_an_mp4_of_the_chosen_world(tmp_path, capsys) -> None:
     assert "2 envs x 10 steps" in out  # without --steps the rollout lasts as long as the video
     assert "video: 10 frames of env 1 -> " in out and "ghost" not in out  # no motion command
     assert iio.imread(video).shape[0] == 10
-    assert (
-        play_main([str(run), "--video", str(video), "--force", "--env", "5", "--num-envs", "2", "--device", "cpu"]) == 2
-    )
-    assert "--env must be in [0, 1], got 5" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # refused by the parser, before any env is built
+        play_main([str(run), "--video", str(video), "--force", "--env", "5", "--num-envs", "2", "--device", "cpu"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "unilab-play: error: --env 5 is not a world of the env's 2 (--num-envs); expected 0 to 1" in err
 
 
 # The scene a video shows: the G1 model with its robot painted red, so its pixels can be told
