@@ -24,6 +24,7 @@ from unilab_gpu.utils.files import (
     non_regular_kind,
     portable_paths,
     write_atomic,
+    write_error,
     write_json_atomic,
 )
 
@@ -198,10 +199,8 @@ def main(argv: list[str] | None = None) -> dict:
             write_json_atomic(args.out, portable_paths(table))
         if args.plot is not None:
             plot(curves, args.metric, table["env_steps"], args.plot, args.smooth)
-    except OutputPathError as error:
-        raise fail(str(error)) from None
-    except OSError as error:
-        raise fail(f"cannot write {error.filename}: {error.strerror or error}") from None
+    except (OSError, OutputPathError) as error:
+        raise fail(write_error(error)) from None
     return table
 
 
