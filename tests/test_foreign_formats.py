@@ -314,3 +314,6 @@ def test_the_robustness_grid_runs_a_foreign_policy() -> None:
     assert nominal["falls"] == 0 and nominal["diverged"] == 0
     assert cells[("payload_kg", 0)]["error"] == pytest.approx(nominal["error"])
     assert cells[("delay_steps", 3)]["error"] != pytest.approx(nominal["error"], abs=1e-4)
+    # holosoma's metadata names no observation noise: its row is the nominal run, and says so
+    assert list(report["inert_faults"]) == ["noise_scale"]
+    assert all(cells[("noise_scale", level)] | {"level": 0.0} == cells[("noise_scale", 0.0)] for level in (1.0, 2.0))

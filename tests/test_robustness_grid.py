@@ -25,6 +25,7 @@ from unilab_gpu.export.sim2sim.robustness import (  # noqa: E402
     WorldFaults,
     failing_levels,
     first_failures,
+    inert_faults,
     robustness_grid,
     run_cell,
 )
@@ -239,6 +240,7 @@ def test_the_grid_command_writes_json_and_heat_map(tmp_path, capsys) -> None:
     assert len(nominal) == 5 and len({(c["falls"], c["error"], c["steps"]) for c in nominal}) == 1
     assert all(c["steps"] == 20 for c in cells)
     assert set(report["first_failing_level"]) == set(LEVELS) and report["machine"]["python"]
+    assert report["inert_faults"] == {}  # our policies carry their training noise: the noise row injects it
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     printed = capsys.readouterr().out
     assert printed.count("falls,") == len(cells) and "first failing level:" in printed
@@ -289,3 +291,9 @@ def test_single_run_faults_are_refused_with_the_grid_and_checked(tmp_path, capsy
     assert "drop --delay-steps" in capsys.readouterr().err
     assert main([str(POLICY), "--command", "0.5,0,0", "--seconds", "0.1", "--delay-steps", "-1"]) == 2
     assert "delay_steps must be an integer in [0, 50], got -1" in capsys.readouterr().err
+
+
+def test_noise_is_inert_only_where_no_observation_term_names_its_noise() -> None:
+    noisy = {"observation_terms": [{"name": "a"}, {"name": "b", "noise": {"low": -0.1, "high": 0.1}}]}
+    assert inert_faults(noisy) == {}
+    assert list(inert_faults({"observation_terms": [{"name": "a", "noise": None}]})) == ["noise_scale"]

@@ -240,6 +240,8 @@ def _robustness(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         return INTERRUPTED_EXIT_CODE
     first = ", ".join(f"{k} {'none' if v is None else f'{v:g}'}" for k, v in report["first_failing_level"].items())
     print(f"first failing level: {first}")
+    for fault, reason in report["inert_faults"].items():
+        print(f"{fault} not injected: {reason}")
     report["machine"] = machine_info("cpu")
     try:
         if args.out is not None:

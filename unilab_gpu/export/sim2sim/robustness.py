@@ -136,6 +136,15 @@ def grid_cells(payload_body: str, seed: int = 0) -> list[Cell]:
     return cells
 
 
+def inert_faults(meta: dict[str, Any]) -> dict[str, str]:
+    """The faults that cannot act on this policy, each with the reason: ``noise_scale`` when no
+    observation term of the metadata names its training noise (a foreign policy's format carries
+    none). Their cells are the nominal run, so a grid never reads "holds" where nothing was injected."""
+    if any(term.get("noise") for term in meta.get("observation_terms", [])):
+        return {}
+    return {"noise_scale": "the policy's metadata names no training observation noise: every level is the nominal run"}
+
+
 def payload_body_of(prepared: PreparedScenario) -> str:
     """The torso of the policy's robot config, else the body of the model's free root joint."""
     torso = getattr(getattr(prepared.cfg, "robot", None), "torso_body", None)
@@ -236,9 +245,10 @@ def robustness_grid(
     if seconds is None:
         seconds = prepared.seconds if prepared.tracking else 10.0
     cells = grid_cells(payload_body_of(prepared), seed)
+    inert = inert_faults(prepared.metadata)
     started, results, nominal = time.perf_counter(), [], None
     for i, cell in enumerate(cells):
-        if NOMINAL.get(cell.fault) == cell.level and nominal is not None:
+        if nominal is not None and (NOMINAL.get(cell.fault) == cell.level or cell.fault in inert):
             result = nominal | {"fault": cell.fault, "level": cell.level}
         else:
             result = run_cell(prepared, cell, None if prepared.tracking else commands, seconds)
@@ -268,6 +278,7 @@ def robustness_grid(
         },
         "levels": {k: list(v) for k, v in LEVELS.items()},
         "cells": results,
+        "inert_faults": inert,
         "first_failing_level": first_failures(results),
         "failing_levels": failing_levels(results),
         "wall_seconds": round(time.perf_counter() - started, 1),
@@ -276,7 +287,8 @@ def robustness_grid(
 
 def plot_grid(report: dict[str, Any]):  # -> matplotlib Figure
     """The grid as a heat map: one row per fault, one cell per level, coloured by falls per run
-    (diverged cells hatched and marked), each cell labelled with its level, falls and error."""
+    (diverged cells hatched and marked; an inert fault's row grey), each cell labelled with its
+    level, falls and error."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -288,11 +300,13 @@ def plot_grid(report: dict[str, Any]):  # -> matplotlib Figure
     figure, axes = plt.subplots(figsize=(2.0 * width + 2.5, 0.9 * len(faults) + 1.4))
     colours = plt.get_cmap("Reds")
     worst = max(1.0, max(c["falls"] / runs for c in report["cells"]))
+    inert = report.get("inert_faults", {})  # grids written before the key have none
     for row, fault in enumerate(faults):
         cells = [c for c in report["cells"] if c["fault"] == fault]
         for col, cell in enumerate(cells):
             level = min(cell["falls"] / runs / worst, 1.0)
             shade = colours(0.15 + 0.85 * level) if cell["failed"] else "#d9f0d3"
+            shade = "#e6e6e6" if fault in inert else shade  # grey: nothing was injected
             hatch = "//" if cell["diverged"] else ""
             axes.add_patch(plt.Rectangle((col, row), 1, 1, facecolor=shade, edgecolor="white", hatch=hatch))
             error = "diverged" if cell["error"] is None else f"{cell['error']:.3f}"
@@ -303,7 +317,8 @@ def plot_grid(report: dict[str, Any]):  # -> matplotlib Figure
             axes.text(col + 0.5, row + 0.5, f"{text}\n{error}", ha="center", va="center", fontsize=8, color=ink)
     axes.set_xlim(0, width)
     axes.set_ylim(len(faults), 0)
-    axes.set_yticks([r + 0.5 for r in range(len(faults))], faults)
+    labels = [f"{fault}\n(not injected)" if fault in inert else fault for fault in faults]
+    axes.set_yticks([r + 0.5 for r in range(len(faults))], labels)
     axes.set_xticks([])
     axes.set_title(
         f"{report['task']} ({Path(report['policy']).name}): falls and {report['error']} per cell "
