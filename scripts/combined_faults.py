@@ -19,13 +19,12 @@ does. A row holds the run's falls, divergences and the task's errors (the sim-to
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from unilab_gpu.cli.arguments import MAX_COMMAND, MAX_SECONDS, Bound, check_bounds, velocity_command
+from unilab_gpu.cli.arguments import MAX_COMMAND, MAX_SECONDS, Bound, check_bounds, take_command_lists, velocity_command
 from unilab_gpu.deploy import DeploymentError, Faults
 from unilab_gpu.deploy.foreign import format_names, open_policy
 from unilab_gpu.export.sim2sim import Scenario, sim2sim
@@ -53,8 +52,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--encoder-bias", type=float, default=0.02)
     parser.add_argument("--format", default=None, choices=format_names(), help="default: detected (docs/deploy.md)")
     parser.add_argument("--force", action="store_true")
-    # a backward command "-0.4,0,0" is a comma list, not an option (as in sim2sim_benchmark.py)
-    parser._negative_number_matcher = re.compile(r"^-\d*\.?\d+(,-?\d*\.?\d+)*$")
+    take_command_lists(parser)
     args = parser.parse_args(argv)
     check_bounds(parser, args, BOUNDS)
     return args
@@ -64,11 +62,11 @@ def fault_runs(policy: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
     """One row per command and bias sign: the run's faults, falls, divergences and errors."""
     tracking = policy_kind(open_policy(policy, args.format).metadata) == "tracking"
     commands: Sequence[Sequence[float] | None] = [None] if tracking else (args.commands or VELOCITY_COMMANDS)
+    motion = args.motion if tracking else None
     rows = []
     for command in commands:
         for bias in (args.encoder_bias, -args.encoder_bias):
             faults = Faults(delay_steps=args.delay_steps, encoder_bias=bias)
-            motion = args.motion if tracking else None
             scenario = Scenario(policy, command, motion, args.seconds, faults=faults, format=args.format)
             report = sim2sim(scenario)
             summary = report["summary"]

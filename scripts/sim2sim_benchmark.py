@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 import tempfile
 from pathlib import Path
 
 import imageio.v3 as iio
 
-from unilab_gpu.cli.arguments import MAX_COMMAND, MAX_SECONDS, Bound, check_bounds, velocity_command
+from unilab_gpu.cli.arguments import MAX_COMMAND, MAX_SECONDS, Bound, check_bounds, take_command_lists, velocity_command
 from unilab_gpu.cli.play import play
 from unilab_gpu.deploy import DeploymentError, PolicyFile
 from unilab_gpu.export.sim2sim import Scenario, sim2sim
@@ -78,9 +77,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--frame", type=Path, default=None, help="also write a PNG frame of the MuJoCo C run")
     parser.add_argument("--frame-seconds", type=float, default=4.0)
     parser.add_argument("--force", action="store_true")
-    # argparse takes a value starting with "-" for an option unless it looks like one negative
-    # number; a backward command "-0.3,0,0" is a comma list, so widen that rule to such lists.
-    parser._negative_number_matcher = re.compile(r"^-\d*\.?\d+(,-?\d*\.?\d+)*$")
+    take_command_lists(parser)
     args = parser.parse_args(argv)
     check_bounds(parser, args, BOUNDS)
     return args

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -55,6 +56,13 @@ def velocity_command(text: str) -> list[float]:
     if len(values) != 3 or not all(math.isfinite(v) for v in values):
         raise argparse.ArgumentTypeError(f"expected three numbers vx,vy,wz such as 0.5,0,0, got {text!r}")
     return values
+
+
+def take_command_lists(parser: argparse.ArgumentParser) -> None:
+    """Let ``parser`` read a comma list of numbers that starts with ``-`` (a backward command
+    ``-0.4,0,0`` after ``--commands``) as a value: argparse reads a word starting with ``-`` as an
+    option unless it looks like one negative number, and this widens that rule to such lists."""
+    parser._negative_number_matcher = re.compile(r"^-\d*\.?\d+(,-?\d*\.?\d+)*$")  # type: ignore[attr-defined]
 
 
 def check_bounds(parser: argparse.ArgumentParser, args: argparse.Namespace, bounds: Mapping[str, Bound]) -> None:
