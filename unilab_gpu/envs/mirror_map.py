@@ -22,6 +22,7 @@ rule                             mirror image
 ===============================  ===========================================================
 ``joints``                       joint ``j`` takes ``s_j`` times the value of its twin
 ``joints_about_default``         the same, once the default pose is checked to be its own image
+``biased_joints_about_default``  the same, once the encoder bias range is checked to be symmetric about 0
 ``joint_cos_sin``                ``cos`` of the twin, ``s_j sin`` of the twin
 ``reference_joints``             a reference's angles and velocities, joint by joint
 ``action``                       the action's own map (:meth:`RobotSymmetry.action`)
@@ -181,6 +182,12 @@ class RobotSymmetry:
         scale_ok = np.allclose(expected_up, up, atol=SYMMETRY_ATOL) and np.allclose(
             expected_down, down, atol=SYMMETRY_ATOL
         )
+        bias = self.env.cfg.actions.target_bias  # a hidden draw per actuator, mirrored like the targets
+        if bias is not None and abs(float(bias[0]) + float(bias[1])) > SYMMETRY_ATOL:
+            raise ValueError(
+                f"actions.target_bias: {list(bias)} is not symmetric about 0, so a mirrored bias leaves it; "
+                "expected [-b, b] to mirror the action"
+            )
         if not (offset_ok and scale_ok):
             raise ValueError(
                 "actions: the map from action to target is not its own mirror image (offsets or scales of twin "
@@ -207,6 +214,21 @@ def fixed(signs: Sequence[float] | np.ndarray) -> Rule:
 
 def joints_about_default(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:
     return symmetry.joints(where, symmetry.env.robot.default_joint_pos.cpu().numpy())
+
+
+def biased_joints_about_default(
+    symmetry: RobotSymmetry, term: Term, dim: int, where: str
+) -> tuple[np.ndarray, np.ndarray]:
+    # The bias is a hidden draw per joint and episode: the mirror image of a reading with bias b is a
+    # reading of the mirrored state with bias (twin and sign of) b, as likely as b only when the
+    # range is symmetric about 0.
+    low, high = term.instance.low, term.instance.high
+    if abs(low + high) > SYMMETRY_ATOL:
+        raise ValueError(
+            f"{where}.params.bias_range: [{low:g}, {high:g}] is not symmetric about 0, so a mirrored bias leaves "
+            "it; expected [-b, b] to mirror the term"
+        )
+    return joints_about_default(symmetry, term, dim, where)
 
 
 def joints(symmetry: RobotSymmetry, term: Term, dim: int, where: str) -> tuple[np.ndarray, np.ndarray]:

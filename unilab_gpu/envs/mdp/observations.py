@@ -22,7 +22,7 @@ def joint_pos_rel(env: EnvView) -> torch.Tensor:
     return env.robot.joint_pos - env.robot.default_joint_pos
 
 
-@term(mirror=None, deploy=twins.biased_joint_pos_rel)  # a bias per joint has no mirror image
+@term(mirror=mirror_map.biased_joints_about_default, deploy=twins.biased_joint_pos_rel)
 class BiasedJointPosRel:
     """Joint positions minus the default pose as miscalibrated encoders report them,
     ``(num_envs, num_joints)``: ``joint_pos_rel`` plus a constant bias per row and joint, drawn
