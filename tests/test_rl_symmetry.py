@@ -53,6 +53,8 @@ def _state(clip, frame: int) -> tuple[np.ndarray, np.ndarray]:
             "g1",
             ["+observations.critic.terms.joint_vel.history=3", "+observations.policy.terms.base_ang_vel.history=2"],
         ),
+        # sim-to-real: encoder and target biases (row 1's the mirror images of row 0's), latency
+        ("g1_velocity_sim2real", "g1", []),
     ],
 )
 def test_observations_of_the_mirrored_state_are_the_mirror_map_of_the_observations(task, robot, overrides, tmp_path):
@@ -76,6 +78,8 @@ def test_observations_of_the_mirrored_state_are_the_mirror_map_of_the_observatio
 
     symmetry = RobotSymmetry(env)
     action_map = action_mirror(symmetry)
+    if task.endswith("_sim2real"):
+        _mirror_the_biases(env, symmetry)
     action = torch.rand(1, env.action_dim, generator=torch.Generator().manual_seed(1)) * 1.6 - 0.8
     env.action_manager.process(torch.cat([action, action_map(action)]))
     # The targets of the mirrored action are the mirror image of the targets (unilab-motion mirror's joint rule).
@@ -98,6 +102,28 @@ def test_observations_of_the_mirrored_state_are_the_mirror_map_of_the_observatio
     for name, obs in env.observation_manager.obs.items():
         mapped = observation_mirror(symmetry, name)(obs[0:1])[0]
         torch.testing.assert_close(obs[1], mapped, atol=2e-4, rtol=1e-4, msg=f"group {name}")
+
+
+def _mirror_the_biases(env, symmetry: RobotSymmetry) -> None:
+    """Row 0 draws an encoder bias and a target bias of +-0.01 rad per joint; row 1 takes their
+    mirror images (twin and sign), the hidden part of the mirrored state. Both rows get 1 step of latency."""
+    from unilab_gpu.envs.mdp.observations import BiasedJointPosRel
+
+    g = torch.Generator().manual_seed(2)
+    pair, sign = torch.as_tensor(symmetry.joint_pair), torch.as_tensor(symmetry.joint_sign, dtype=torch.float32)
+    (encoder,) = [
+        term.instance
+        for group in env.observation_manager.groups.values()
+        for term in group.terms
+        if isinstance(term.instance, BiasedJointPosRel)
+    ]
+    encoder.bias[0] = (torch.rand(encoder.bias.shape[1], generator=g) * 2 - 1) * 0.01
+    encoder.bias[1] = encoder.bias[0, pair] * sign
+    index, action_sign = (torch.as_tensor(v) for v in symmetry.action())
+    target = env.action_manager.target_bias
+    target[0] = (torch.rand(target.shape[1], generator=g) * 2 - 1) * 0.01
+    target[1] = target[0, index] * action_sign.float()
+    env.action_manager.delay.fill_(1)
 
 
 def test_height_scan_map_reads_the_rays_of_the_mirrored_grid():
@@ -148,6 +174,24 @@ def test_a_term_without_a_rule_is_refused_naming_it():
     )
     with pytest.raises(ValueError, match=r"observations\.critic\.terms\.alive: .* has no mirror rule"):
         MirrorAugmentation.for_env(env, "critic", 0.5)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "observations.policy.terms.joint_pos.params.bias_range=[0,0.02]",
+            r"observations\.policy\.terms\.joint_pos\.params\.bias_range: \[0, 0\.02\] is not symmetric about 0",
+        ),
+        ("actions.target_bias=[0,0.02]", r"actions\.target_bias: \[0\.0, 0\.02\] is not symmetric about 0"),
+    ],
+)
+def test_a_bias_range_off_centre_is_refused_naming_it(override, message):
+    """A bias drawn in ``[0, 0.02]`` mirrors to one in ``[-0.02, 0]`` for a joint whose mirror sign
+    is -1: a state the env never produces, so the mirror refuses it."""
+    env = make_env("g1_velocity_sim2real", 2, "cpu", compile=False, announce=False, overrides=[override])
+    with pytest.raises(ValueError, match=message):
+        MirrorAugmentation.for_env(env, "policy", 0.5)
 
 
 def test_augmentation_mirrors_the_last_share_of_the_batch_and_keeps_rewards():
