@@ -79,7 +79,7 @@ def test_observations_of_the_mirrored_state_are_the_mirror_map_of_the_observatio
     symmetry = RobotSymmetry(env)
     action_map = action_mirror(symmetry)
     if task.endswith("_sim2real"):
-        _mirror_the_biases(env, symmetry)
+        _mirror_the_biases(env, symmetry, action_map)
     action = torch.rand(1, env.action_dim, generator=torch.Generator().manual_seed(1)) * 1.6 - 0.8
     env.action_manager.process(torch.cat([action, action_map(action)]))
     # The targets of the mirrored action are the mirror image of the targets (unilab-motion mirror's joint rule).
@@ -104,7 +104,7 @@ def test_observations_of_the_mirrored_state_are_the_mirror_map_of_the_observatio
         torch.testing.assert_close(obs[1], mapped, atol=2e-4, rtol=1e-4, msg=f"group {name}")
 
 
-def _mirror_the_biases(env, symmetry: RobotSymmetry) -> None:
+def _mirror_the_biases(env, symmetry: RobotSymmetry, action_map: MirrorMap) -> None:
     """Row 0 draws an encoder bias and a target bias of +-0.01 rad per joint; row 1 takes their
     mirror images (twin and sign), the hidden part of the mirrored state. Both rows get 1 step of latency."""
     from unilab_gpu.envs.mdp.observations import BiasedJointPosRel
@@ -119,10 +119,9 @@ def _mirror_the_biases(env, symmetry: RobotSymmetry) -> None:
     ]
     encoder.bias[0] = (torch.rand(encoder.bias.shape[1], generator=g) * 2 - 1) * 0.01
     encoder.bias[1] = encoder.bias[0, pair] * sign
-    index, action_sign = (torch.as_tensor(v) for v in symmetry.action())
     target = env.action_manager.target_bias
     target[0] = (torch.rand(target.shape[1], generator=g) * 2 - 1) * 0.01
-    target[1] = target[0, index] * action_sign.float()
+    target[1] = action_map(target[0:1])[0]
     env.action_manager.delay.fill_(1)
 
 

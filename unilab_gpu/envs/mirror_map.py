@@ -182,16 +182,16 @@ class RobotSymmetry:
         scale_ok = np.allclose(expected_up, up, atol=SYMMETRY_ATOL) and np.allclose(
             expected_down, down, atol=SYMMETRY_ATOL
         )
+        if not (offset_ok and scale_ok):
+            raise ValueError(
+                "actions: the map from action to target is not its own mirror image (offsets or scales of twin "
+                "actuators differ); expected a symmetric default pose and mirrored scales or joint ranges"
+            )
         bias = self.env.cfg.actions.target_bias  # a hidden draw per actuator, mirrored like the targets
         if bias is not None and abs(float(bias[0]) + float(bias[1])) > SYMMETRY_ATOL:
             raise ValueError(
                 f"actions.target_bias: {list(bias)} is not symmetric about 0, so a mirrored bias leaves it; "
                 "expected [-b, b] to mirror the action"
-            )
-        if not (offset_ok and scale_ok):
-            raise ValueError(
-                "actions: the map from action to target is not its own mirror image (offsets or scales of twin "
-                "actuators differ); expected a symmetric default pose and mirrored scales or joint ranges"
             )
         return index, sign
 
